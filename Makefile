@@ -1,0 +1,41 @@
+# snowflake: Snowflake IDs generated in PostgreSQL's shared memory
+#
+#   make demo       install what is missing, build, start a throwaway server, show IDs
+#   make test       the same set-up, then every regression and TAP test
+#   make && sudo make install && make installcheck   against a server of your own
+
+EXTENSION = snowflake
+MODULE_big = snowflake
+OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o
+DATA = $(wildcard sql/snowflake--*.sql)
+PGFILEDESC = "snowflake - Snowflake ID generator"
+
+# pg_regress tests that run on a server with the library preloaded
+REGRESS = generate decode range settings markings status
+REGRESS_OPTS = --inputdir=.
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+
+PG_MAJOR ?= 15
+PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/$(PG_MAJOR)/bin/pg_config) pg_config)
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+# Before the server headers are installed, only the targets below work;
+# they install them first.
+ifneq ($(wildcard $(PGXS)),)
+include $(PGXS)
+endif
+
+$(OBJS): src/layout.h src/snowflake.h
+
+.PHONY: demo demo-stop test
+
+demo:
+	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
+
+demo-stop:
+	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh stop
+
+test:
+	PG_MAJOR=$(PG_MAJOR) bash test/run.sh

@@ -1,0 +1,48 @@
+--
+-- Settings: values, validation when set, reload, reserved prefix.
+--
+SHOW snowflake.layout;
+SHOW snowflake.worker_id;
+SHOW snowflake.max_clock_backward_ms;
+SHOW snowflake.max_run_ahead_ms;
+
+-- server-wide: not settable in a session, not even by a superuser
+SET snowflake.worker_id = 3;
+SET snowflake.max_run_ahead_ms = -1;
+SET snowflake.layout = 'twitter';
+
+-- out of range values are refused when set
+ALTER SYSTEM SET snowflake.worker_id = 1024;
+ALTER SYSTEM SET snowflake.worker_id = -1;
+ALTER SYSTEM SET snowflake.max_run_ahead_ms = -2;
+ALTER SYSTEM SET snowflake.max_clock_backward_ms = -1;
+ALTER SYSTEM SET snowflake.max_clock_backward_ms = '2h';
+ALTER SYSTEM SET snowflake.layout = 'uuid';
+
+-- a typo under the prefix is an error, not a silent placeholder
+SET snowflake.workerid = 3;
+ALTER SYSTEM SET snowflake.workerid = 3;
+
+-- ordinary users cannot change them at all
+CREATE ROLE regress_snowflake_user;
+SET ROLE regress_snowflake_user;
+ALTER SYSTEM SET snowflake.worker_id = 3;
+RESET ROLE;
+DROP ROLE regress_snowflake_user;
+
+-- ALTER SYSTEM and a reload change the worker id of new IDs (a backend
+-- takes a reload between statements)
+ALTER SYSTEM SET snowflake.worker_id = 1023;
+ALTER SYSTEM SET snowflake.max_run_ahead_ms = '1s';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SHOW snowflake.worker_id;
+SHOW snowflake.max_run_ahead_ms;
+SELECT (snowflake_decode(snowflake_nextval())).worker_id;
+
+ALTER SYSTEM RESET snowflake.worker_id;
+ALTER SYSTEM RESET snowflake.max_run_ahead_ms;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SHOW snowflake.worker_id;
+SELECT (snowflake_decode(snowflake_nextval())).worker_id;

@@ -1,0 +1,131 @@
+/*-------------------------------------------------------------------------
+ *
+ * layout.h
+ *	  The shape of a Snowflake ID: field widths, their order, the time unit
+ *	  and the epoch.  This is the only place that shifts or masks ID bits;
+ *	  everything else composes and decomposes IDs through these functions.
+ *
+ * An ID has three fields: time (ticks since the epoch), worker and
+ * sequence.  Time is always the most significant field so that IDs sort by
+ * time; the order of the two lower fields is part of the layout (Sonyflake
+ * puts the sequence above the machine id).  The sign bit is never used, so
+ * every ID is a positive int64.  A source format whose fields add up to 64
+ * bits (Instagram's, Discord's) is kept as declared, and its usable ticks
+ * end where the top bit would be set.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SNOWFLAKE_LAYOUT_H
+#define SNOWFLAKE_LAYOUT_H
+
+#include "datatype/timestamp.h"
+
+typedef struct SnowflakeLayout
+{
+	const char *name;
+	int			time_bits;
+	int			worker_bits;
+	int			seq_bits;
+	bool		seq_above_worker;	/* Sonyflake order: time | seq | worker */
+	int64		epoch_ms;		/* Unix time, in ms, of tick 0 */
+	int64		tick_ms;		/* length of one tick in ms */
+	const char *description;
+	/* derived by layout_finish(), never set by hand */
+	int			time_shift;
+	int			worker_shift;
+	int			seq_shift;
+	int64		max_tick;		/* last tick whose IDs are still positive */
+} SnowflakeLayout;
+
+/* The decoded fields of one ID. */
+typedef struct SnowflakeFields
+{
+	int64		tick;
+	int64		worker;
+	int64		seq;
+} SnowflakeFields;
+
+#define LAYOUT_MASK(bits)	((((uint64) 1) << (bits)) - 1)
+
+static inline int64
+layout_max_tick(const SnowflakeLayout *l)
+{
+	return l->max_tick;
+}
+
+static inline int64
+layout_max_worker(const SnowflakeLayout *l)
+{
+	return (int64) LAYOUT_MASK(l->worker_bits);
+}
+
+static inline int64
+layout_max_seq(const SnowflakeLayout *l)
+{
+	return (int64) LAYOUT_MASK(l->seq_bits);
+}
+
+/* Callers guarantee every field is within its width. */
+static inline int64
+layout_compose(const SnowflakeLayout *l, int64 tick, int64 worker, int64 seq)
+{
+	return (int64) (((uint64) tick << l->time_shift) |
+					((uint64) worker << l->worker_shift) |
+					((uint64) seq << l->seq_shift));
+}
+
+static inline int64
+layout_tick(const SnowflakeLayout *l, int64 id)
+{
+	return (int64) (((uint64) id >> l->time_shift) & LAYOUT_MASK(l->time_bits));
+}
+
+static inline int64
+layout_worker(const SnowflakeLayout *l, int64 id)
+{
+	return (int64) (((uint64) id >> l->worker_shift) & LAYOUT_MASK(l->worker_bits));
+}
+
+static inline int64
+layout_seq(const SnowflakeLayout *l, int64 id)
+{
+	return (int64) (((uint64) id >> l->seq_shift) & LAYOUT_MASK(l->seq_bits));
+}
+
+static inline void
+layout_decompose(const SnowflakeLayout *l, int64 id, SnowflakeFields *f)
+{
+	f->tick = layout_tick(l, id);
+	f->worker = layout_worker(l, id);
+	f->seq = layout_seq(l, id);
+}
+
+/* Unix time in ms at the start of a tick, and the tick that holds a time. */
+static inline int64
+layout_tick_to_unix_ms(const SnowflakeLayout *l, int64 tick)
+{
+	return l->epoch_ms + tick * l->tick_ms;
+}
+
+static inline int64
+layout_unix_ms_to_tick(const SnowflakeLayout *l, int64 unix_ms)
+{
+	int64		since = unix_ms - l->epoch_ms;
+
+	/* floor division: a time before the epoch maps to a negative tick */
+	if (since >= 0)
+		return since / l->tick_ms;
+	return -((-since + l->tick_ms - 1) / l->tick_ms);
+}
+
+extern const SnowflakeLayout *layout_default(void);
+extern const SnowflakeLayout *layout_find(const char *name);
+extern const SnowflakeLayout *layout_presets(int *count);
+extern bool layout_finish(SnowflakeLayout *l, char **why);
+
+extern TimestampTz layout_tick_to_timestamptz(const SnowflakeLayout *l,
+											  int64 tick);
+extern int64 layout_timestamptz_to_tick(const SnowflakeLayout *l,
+										TimestampTz ts);
+
+#endif							/* SNOWFLAKE_LAYOUT_H */

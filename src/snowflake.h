@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * snowflake.h
+ *	  Declarations shared by the files of the snowflake extension.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SNOWFLAKE_H
+#define SNOWFLAKE_H
+
+#include "layout.h"
+
+/* settings, owned by snowflake.c */
+extern int	snowflake_worker_id;
+extern int	snowflake_max_clock_backward_ms;
+extern int	snowflake_max_run_ahead_ms;
+extern const SnowflakeLayout *snowflake_layout;
+
+/* generator.c: shared state and the hot path */
+typedef struct GeneratorStatus
+{
+	int64		last_id;		/* 0 before the first ID */
+	int64		issued;
+	int64		waits;
+	int64		run_ahead_ids;
+	int64		refused;
+	int64		clock_back_events;
+	int64		clock_back_max_ms;
+	int64		run_ahead_ms;	/* how far the last ID is ahead of the clock */
+	TimestampTz started;
+} GeneratorStatus;
+
+extern Size generator_shmem_size(void);
+extern void generator_shmem_init(void);
+extern bool generator_attached(void);
+extern int64 generator_next(void);
+extern void generator_status(GeneratorStatus *st);
+
+#endif							/* SNOWFLAKE_H */

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# test/lib.sh: what `make demo`, `make test` and `make bench` share: the
+# Debian packages they need, building and installing the extension, and
+# throwaway servers run under the postgres account.
+set -euo pipefail
+
+PG_MAJOR=${PG_MAJOR:-15}
+PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PGLIB=/usr/lib/postgresql/$PG_MAJOR/lib
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+say() { printf '\n== %s\n' "$*"; }
+
+as_root() {
+	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# PostgreSQL refuses to run as root: servers and clients that start them
+# run as postgres when we are root, as ourselves otherwise.
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+install_deps() {
+	local pkgs=(make gcc "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
+		libipc-run-perl faketime "$@")
+	local missing=() p
+	for p in "${pkgs[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		say "installing ${missing[*]}"
+		as_root apt-get update -qq
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+
+build_install() {
+	say "building and installing the extension"
+	make -s -C "$SRC" PG_CONFIG="$PGBIN/pg_config"
+	as_root make -s -C "$SRC" PG_CONFIG="$PGBIN/pg_config" install >/dev/null
+}
+
+# A directory the postgres account owns.
+pg_workdir() {
+	local d
+	d=$(mktemp -d "${TMPDIR:-/tmp}/snowflake-$1.XXXXXX")
+	chmod 755 "$d"
+	[ "$(id -u)" = 0 ] && chown postgres: "$d"
+	echo "$d"
+}
+
+# start_server DIR PRELOAD(yes|no) [postgresql.conf lines...]
+# A server on a Unix socket in DIR only, so it clashes with nothing.
+start_server() {
+	local dir=$1 preload=$2
+	shift 2
+	as_pg "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log"
+	{
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$dir'"
+		echo "port = 5432"
+		[ "$preload" = yes ] && echo "shared_preload_libraries = 'snowflake'"
+		for line in "$@"; do echo "$line"; done
+	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+stop_server() {
+	local dir=$1
+	[ -f "$dir/data/postmaster.pid" ] &&
+		as_pg "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+psql_at() {
+	local dir=$1
+	shift
+	as_pg "$PGBIN/psql" -X -h "$dir" -p 5432 -U postgres "$@"
+}
