@@ -6,7 +6,7 @@
 
 EXTENSION = snowflake
 MODULE_big = snowflake
-OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o
+OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o src/persist.o
 DATA = $(wildcard sql/snowflake--*.sql)
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
@@ -27,7 +27,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-$(OBJS): src/layout.h src/snowflake.h
+$(OBJS): src/layout.h src/snowflake.h src/persist.h
 
 .PHONY: demo demo-stop test
 

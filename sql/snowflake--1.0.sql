@@ -102,6 +102,7 @@ CREATE FUNCTION snowflake_status(
 	OUT last_id_time timestamptz, OUT ids_issued bigint, OUT waits bigint,
 	OUT clock_back_events bigint, OUT clock_back_max_ms bigint,
 	OUT run_ahead_ids bigint, OUT run_ahead_ms bigint, OUT refused bigint,
+	OUT high_water_mark bigint, OUT high_water_mark_time timestamptz,
 	OUT started_at timestamptz)
 RETURNS record
 AS 'MODULE_PATHNAME', 'snowflake_status'

@@ -187,8 +187,8 @@ snowflake_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	GeneratorStatus st;
-	Datum		values[12];
-	bool		nulls[12];
+	Datum		values[14];
+	bool		nulls[14];
 	int			i = 0;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -210,6 +210,11 @@ snowflake_status(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(st.run_ahead_ids);
 	values[i++] = Int64GetDatum(st.run_ahead_ms);
 	values[i++] = Int64GetDatum(st.refused);
+	nulls[i] = nulls[i + 1] = (st.high_water_mark == 0);
+	values[i++] = Int64GetDatum(st.high_water_mark);
+	values[i++] = st.high_water_mark ?
+		TimestampTzGetDatum(layout_tick_to_timestamptz(snowflake_layout,
+													   layout_tick(snowflake_layout, st.high_water_mark))) : 0;
 	values[i++] = TimestampTzGetDatum(st.started);
 	Assert(i == lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),

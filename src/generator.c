@@ -11,6 +11,12 @@
  * highest clock reading seen, which tells a clock that went backwards from
  * a generator that ran ahead of the clock on purpose.
  *
+ * The IDs a node may issue are bounded by a durable reservation (see
+ * persist.c): an ID above it is only handed out once the next reservation,
+ * a window ahead, is on disk.  The hot path compares against one more word
+ * on the same cache line; one backend in a window renews the reservation
+ * when half of it is used, so the others do not wait for the disk.
+ *
  * Statistics are kept per backend slot, each written only by its owner, so
  * counting adds no shared write to the hot path; readers add the slots up.
  *
@@ -22,13 +28,17 @@
 
 #include "access/twophase.h"
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
+#include "persist.h"
 #include "snowflake.h"
 
 /* Counters of one backend slot, alone on a cache line. */
@@ -49,7 +59,15 @@ typedef struct GeneratorShared
 	/* the hot cache line: written once per ID */
 	pg_atomic_uint64 last_id;
 	pg_atomic_uint64 seen_tick;	/* highest clock tick read so far */
-	char		pad[PG_CACHE_LINE_SIZE - 2 * sizeof(pg_atomic_uint64)];
+	pg_atomic_uint64 extend_at;	/* an ID above this renews the reservation */
+	pg_atomic_uint64 reserved;	/* durable: no ID above it is issued */
+	char		pad[PG_CACHE_LINE_SIZE - 4 * sizeof(pg_atomic_uint64)];
+
+	/* the reservation; fields below are changed under the lock */
+	LWLock	   *lock;
+	bool		floor_done;		/* the recovery floor has been applied */
+	bool		state_broken;	/* the state file cannot be trusted */
+	char		state_problem[64];
 
 	/* written only when the clock goes backwards */
 	pg_atomic_uint64 back_counted_tick;
@@ -78,6 +96,206 @@ slot_count(void)
 	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
 }
 
+/* Raise a shared maximum; lock-free, used off the hot path only. */
+static void
+atomic_raise(pg_atomic_uint64 *ptr, uint64 value)
+{
+	uint64		cur = pg_atomic_read_u64(ptr);
+
+	while (cur < value)
+	{
+		if (pg_atomic_compare_exchange_u64(ptr, &cur, value))
+			break;
+	}
+}
+
+/* How far ahead of the last ID a reservation reaches: a second of ID time. */
+static int64
+window_ticks(const SnowflakeLayout *l)
+{
+	return Max(1, SNOWFLAKE_WINDOW_MS / l->tick_ms);
+}
+
+/* The largest ID of a tick, the end of the layout if it is beyond it. */
+static int64
+tick_ceiling(const SnowflakeLayout *l, int64 tick)
+{
+	return layout_compose(l, Min(tick, layout_max_tick(l)),
+						  layout_max_worker(l), layout_max_seq(l));
+}
+
+/* Set the state from the mark the file holds, at server start. */
+static void
+load_mark(const SnowflakeLayout *l)
+{
+	PersistedMark m;
+	const char *problem = NULL;
+
+	switch (persist_read(&m, &problem))
+	{
+		case MARK_ABSENT:
+			break;
+		case MARK_BROKEN:
+			gen->state_broken = true;
+			strlcpy(gen->state_problem, problem, sizeof(gen->state_problem));
+			ereport(WARNING,
+					(errmsg("snowflake state file \"snowflake.state\" cannot be used: %s", problem),
+					 errdetail("The generator refuses to issue IDs until it is repaired.")));
+			break;
+		case MARK_OK:
+			pg_atomic_write_u64(&gen->last_id, (uint64) m.mark_id);
+			pg_atomic_write_u64(&gen->reserved, (uint64) m.mark_id);
+			pg_atomic_write_u64(&gen->extend_at, (uint64) m.mark_id);
+			pg_atomic_write_u64(&gen->seen_tick,
+								(uint64) Max(0, layout_unix_ms_to_tick(l, m.seen_unix_ms)));
+			if (strcmp(m.layout, l->name) != 0)
+				ereport(LOG,
+						(errmsg("snowflake layout changed from \"%s\" to \"%s\"; new IDs continue above " INT64_FORMAT,
+								m.layout, l->name, m.mark_id)));
+			break;
+	}
+}
+
+/*
+ * After recovery (a promoted standby, a point-in-time restore, a crash
+ * restart) the node may not have the mark of the server whose WAL it
+ * replayed.  Every ID that server committed was issued before its commit,
+ * at a time at most max_run_ahead_ms ahead of the commit's clock, so the
+ * last replayed commit bounds them.  Returns true if the state moved.
+ * Called with the lock held.
+ */
+static bool
+apply_floor(const SnowflakeLayout *l)
+{
+	TimestampTz latest = GetLatestXTime();
+	int64		tick;
+	int64		ahead;
+	int64		floor_id;
+
+	if (latest == 0)
+		return false;
+	tick = layout_timestamptz_to_tick(l, latest);
+	if (tick < 0)
+		return false;
+	ahead = snowflake_max_run_ahead_ms > 0 ?
+		(snowflake_max_run_ahead_ms + l->tick_ms - 1) / l->tick_ms : 0;
+	floor_id = tick_ceiling(l, tick + ahead);
+
+	atomic_raise(&gen->seen_tick, (uint64) tick);
+	if ((uint64) floor_id <= pg_atomic_read_u64(&gen->last_id))
+		return false;
+	atomic_raise(&gen->last_id, (uint64) floor_id);
+	return true;
+}
+
+static void
+refuse_broken(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("snowflake state file \"snowflake.state\" cannot be used: %s",
+					gen->state_problem),
+			 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
+			 errhint("Move the file out of the data directory and restart the server; IDs then continue from the system clock.")));
+}
+
+/*
+ * Make sure a reservation covering id is durable.  With must, wait for the
+ * lock; otherwise renew only if nobody else is at it.  Returns true if the
+ * state moved under the caller (the recovery floor was applied).
+ */
+static bool
+reserve(const SnowflakeLayout *l, int64 id, bool must)
+{
+	bool		moved = false;
+
+	if (must)
+		LWLockAcquire(gen->lock, LW_EXCLUSIVE);
+	else if (!LWLockConditionalAcquire(gen->lock, LW_EXCLUSIVE))
+		return false;
+
+	if (gen->state_broken)
+	{
+		LWLockRelease(gen->lock);
+		refuse_broken();
+	}
+	if (!gen->floor_done)
+	{
+		moved = apply_floor(l);
+		gen->floor_done = true;
+	}
+	if (!moved && (uint64) id > pg_atomic_read_u64(&gen->extend_at))
+	{
+		int64		tick = layout_tick(l, id);
+		PersistedMark m;
+
+		m.mark_id = tick_ceiling(l, tick + window_ticks(l));
+		m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&gen->seen_tick));
+		strlcpy(m.layout, l->name, sizeof(m.layout));
+		persist_write(&m, ERROR);
+
+		/* only now may IDs up to the new mark be handed out */
+		pg_atomic_write_u64(&gen->reserved, (uint64) m.mark_id);
+		pg_atomic_write_u64(&gen->extend_at,
+							(uint64) tick_ceiling(l, tick + window_ticks(l) / 2));
+	}
+	LWLockRelease(gen->lock);
+	return moved;
+}
+
+/*
+ * Apply the recovery floor and make it durable at once, from the worker
+ * that runs when recovery ends, so that a crash before the first ID
+ * cannot lose it.
+ */
+void
+generator_settle(void)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+
+	if (gen == NULL)
+		return;
+	LWLockAcquire(gen->lock, LW_EXCLUSIVE);
+	if (!gen->floor_done && !gen->state_broken)
+	{
+		if (apply_floor(l))
+		{
+			PersistedMark m;
+
+			m.mark_id = (int64) pg_atomic_read_u64(&gen->last_id);
+			m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&gen->seen_tick));
+			strlcpy(m.layout, l->name, sizeof(m.layout));
+			persist_write(&m, ERROR);
+			pg_atomic_write_u64(&gen->reserved, (uint64) m.mark_id);
+			pg_atomic_write_u64(&gen->extend_at, (uint64) m.mark_id);
+		}
+		gen->floor_done = true;
+	}
+	LWLockRelease(gen->lock);
+}
+
+/*
+ * At a clean shutdown, record the exact last ID (not the reservation), so
+ * that a restart does not wait for the clock to pass the reservation.
+ */
+static void
+generator_shutdown(int code, Datum arg)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+	PersistedMark m;
+
+	if (code != 0 || gen == NULL || gen->state_broken)
+		return;
+	if (!gen->floor_done)
+		(void) apply_floor(l);
+	m.mark_id = (int64) pg_atomic_read_u64(&gen->last_id);
+	if (m.mark_id == 0)
+		return;
+	m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&gen->seen_tick));
+	strlcpy(m.layout, l->name, sizeof(m.layout));
+	persist_write(&m, LOG);
+}
+
 Size
 generator_shmem_size(void)
 {
@@ -97,6 +315,11 @@ generator_shmem_init(void)
 
 	pg_atomic_init_u64(&gen->last_id, 0);
 	pg_atomic_init_u64(&gen->seen_tick, 0);
+	pg_atomic_init_u64(&gen->extend_at, 0);
+	pg_atomic_init_u64(&gen->reserved, 0);
+	gen->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
+	gen->floor_done = false;
+	gen->state_broken = false;
 	pg_atomic_init_u64(&gen->back_counted_tick, 0);
 	pg_atomic_init_u64(&gen->clock_back_events, 0);
 	pg_atomic_init_u64(&gen->clock_back_max_ms, 0);
@@ -109,6 +332,10 @@ generator_shmem_init(void)
 		pg_atomic_init_u64(&gen->slots[i].c.run_ahead_ids, 0);
 		pg_atomic_init_u64(&gen->slots[i].c.refused, 0);
 	}
+	load_mark(snowflake_layout);
+
+	if (!IsUnderPostmaster)
+		on_shmem_exit(generator_shutdown, (Datum) 0);
 }
 
 bool
@@ -134,19 +361,6 @@ my_slot(void)
 	int			i = MyProc ? MyProc->pgprocno : 0;
 
 	return &gen->slots[i < gen->nslots ? i : 0];
-}
-
-/* Raise a shared maximum; lock-free, used off the hot path only. */
-static void
-atomic_raise(pg_atomic_uint64 *ptr, uint64 value)
-{
-	uint64		cur = pg_atomic_read_u64(ptr);
-
-	while (cur < value)
-	{
-		if (pg_atomic_compare_exchange_u64(ptr, &cur, value))
-			break;
-	}
 }
 
 /* Unix time in ms; clock_gettime is a vDSO call, no system call. */
@@ -249,7 +463,12 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 seen,
 	*until_ms = layout_tick_to_unix_ms(l, tick - allowed_ms / l->tick_ms);
 	if (back_ms > 0)
 		return REFUSE_CLOCK_BACK;
-	if (ahead_ms - allowed_ms <= Max(l->tick_ms, snowflake_max_clock_backward_ms))
+	/*
+	 * The clock did not go back: the generator is ahead because a tick was
+	 * used up, or it resumed from a reservation after a crash.  Wait, but
+	 * not for longer than a reservation reaches.
+	 */
+	if (ahead_ms - allowed_ms <= Max(SNOWFLAKE_WINDOW_MS, snowflake_max_clock_backward_ms))
 		return WAIT;
 	return REFUSE_AHEAD;
 }
@@ -399,6 +618,16 @@ generator_next(void)
 		}
 
 		id = layout_compose(l, tick, worker, seq);
+		if (unlikely((uint64) id > pg_atomic_read_u64(&gen->extend_at)))
+		{
+			bool		must = (uint64) id > pg_atomic_read_u64(&gen->reserved);
+
+			if (reserve(l, id, must) || must)
+			{
+				old = pg_atomic_read_u64(&gen->last_id);
+				continue;
+			}
+		}
 		if (pg_atomic_compare_exchange_u64(&gen->last_id, &old, (uint64) id))
 		{
 			CounterSlot *s = my_slot();
@@ -424,6 +653,7 @@ generator_status(GeneratorStatus *st)
 		not_preloaded();
 
 	st->last_id = (int64) pg_atomic_read_u64(&gen->last_id);
+	st->high_water_mark = (int64) pg_atomic_read_u64(&gen->reserved);
 	for (int i = 0; i < gen->nslots; i++)
 	{
 		st->issued += pg_atomic_read_u64(&gen->slots[i].c.issued);

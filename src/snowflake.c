@@ -11,6 +11,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -22,6 +23,7 @@
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
+PGDLLEXPORT void snowflake_settle_main(Datum arg);
 
 int			snowflake_worker_id = 0;
 int			snowflake_max_clock_backward_ms = 10;
@@ -141,6 +143,7 @@ snowflake_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(generator_shmem_size());
+	RequestNamedLWLockTranche("snowflake", 1);
 }
 
 static void
@@ -152,6 +155,35 @@ snowflake_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	generator_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * A short-lived worker that runs when recovery ends (promotion, a restore,
+ * a crash restart) and makes the recovery floor durable; see
+ * generator_settle().
+ */
+void
+snowflake_settle_main(Datum arg)
+{
+	BackgroundWorkerUnblockSignals();
+	generator_settle();
+	proc_exit(0);
+}
+
+static void
+register_settle_worker(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "snowflake", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "snowflake_settle_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "snowflake high-water mark", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "snowflake", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
 }
 
 void
@@ -168,6 +200,7 @@ _PG_init(void)
 	define_layout_setting();
 	define_runtime_settings();
 	MarkGUCPrefixReserved("snowflake");
+	register_settle_worker();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = snowflake_shmem_request;

@@ -16,10 +16,14 @@ extern int	snowflake_max_clock_backward_ms;
 extern int	snowflake_max_run_ahead_ms;
 extern const SnowflakeLayout *snowflake_layout;
 
+/* how far ahead of the last ID a durable reservation reaches */
+#define SNOWFLAKE_WINDOW_MS 1000
+
 /* generator.c: shared state and the hot path */
 typedef struct GeneratorStatus
 {
 	int64		last_id;		/* 0 before the first ID */
+	int64		high_water_mark;	/* durable reservation, 0 if none */
 	int64		issued;
 	int64		waits;
 	int64		run_ahead_ids;
@@ -35,5 +39,6 @@ extern void generator_shmem_init(void);
 extern bool generator_attached(void);
 extern int64 generator_next(void);
 extern void generator_status(GeneratorStatus *st);
+extern void generator_settle(void);
 
 #endif							/* SNOWFLAKE_H */
