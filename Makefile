@@ -2,6 +2,7 @@
 #
 #   make demo       install what is missing, build, start a throwaway server, show IDs
 #   make test       the same set-up, then every regression and TAP test
+#   make bench      the benchmark suite (make bench-quick: a smoke run)
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
@@ -29,7 +30,7 @@ endif
 
 $(OBJS): src/layout.h src/snowflake.h src/persist.h
 
-.PHONY: demo demo-stop test
+.PHONY: demo demo-stop test bench bench-quick
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -39,3 +40,9 @@ demo-stop:
 
 test:
 	PG_MAJOR=$(PG_MAJOR) bash test/run.sh
+
+bench:
+	PG_MAJOR=$(PG_MAJOR) bash test/bench/run.sh
+
+bench-quick:
+	PG_MAJOR=$(PG_MAJOR) QUICK=1 bash test/bench/run.sh

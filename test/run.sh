@@ -75,6 +75,18 @@ fi
 passed=$((passed + ${tests:-0} - tfail))
 failed=$((failed + tfail))
 
+# The benchmark's smoke run proves the suite works; it asserts no timing.
+say "benchmark suite, quick run"
+if QUICK=1 BENCH_OUT="$WORK/bench" bash "$SRC/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
+	grep -q '^### Targets' "$WORK/bench/latest.md" &&
+	[ "$(grep -c '^| ' "$WORK/bench/latest.md")" -ge 40 ]; then
+	echo "ok: the suite measured every generator and wrote its report"
+	passed=$((passed + 1))
+else
+	tail -n 30 "$WORK/bench.log"
+	failed=$((failed + 1))
+fi
+
 echo
 echo "snowflake: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

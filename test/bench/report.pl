@@ -1,0 +1,124 @@
+#!/usr/bin/perl
+# report.pl CSV OUTDIR: the benchmark's markdown tables, its verdict on the
+# targets, and two charts drawn with gnuplot.
+use strict;
+use warnings;
+use List::Util qw(min);
+
+my ($csv, $out) = @ARGV;
+open my $in, '<', $csv or die "$csv: $!";
+<$in>;
+my (%v, @bulk_order);
+while (<$in>)
+{
+	chomp;
+	my ($section, $gen, $setting, $value) = split /\t/;
+	push @bulk_order, $gen if $section eq 'bulk';
+	$v{$section}{$gen}{$setting} = $value;
+}
+close $in;
+
+sub fmt { my $n = shift; 1 while $n =~ s/^(\d+)(\d{3})/$1,$2/; return $n; }
+
+my $b = $v{bulk};
+my $seq = $b->{'nextval()'}{1};
+my $floor = $b->{'C function call (floor)'}{1};
+my $md = '';
+$md .= sprintf "Measured %s on %s, PostgreSQL 15, %d cores; %s.\n\n",
+  scalar(gmtime), ($ENV{QUICK} ? 'a quick smoke run' : 'a full run'),
+  `nproc` + 0,
+  "median of $ENV{REPEATS} repeats, $ENV{N} calls per bulk run, $ENV{SECONDS_PER_RUN} s per pgbench run";
+
+$md .= "### Bulk generation, one backend\n\n`SELECT count(f()) FROM generate_series(1, N)`\n\n";
+$md .= "| generator | IDs/s | vs nextval() | vs C function call |\n|---|---:|---:|---:|\n";
+for my $g (@bulk_order)
+{
+	my $x = $b->{$g}{1};
+	$md .= sprintf "| %s | %s | %.2fx | %.2fx |\n", $g, fmt($x), $x / $seq, $x / $floor;
+}
+
+my $c = $v{concurrent};
+$md .= "\n### Concurrent generation (aggregate IDs/s)\n\n| generator | 1 | 2 | 4 | 8 | 8 vs 1 |\n|---|---:|---:|---:|---:|---:|\n";
+for my $g ('snowflake_nextval()', 'snowflake_nextval(), run-ahead', 'nextval()')
+{
+	$md .= "| $g | " . join(' | ', map { fmt($c->{$g}{$_}) } 1, 2, 4, 8)
+	  . sprintf(" | %.2fx |\n", $c->{$g}{8} / $c->{$g}{1});
+}
+
+for my $sc ('on', 'off')
+{
+	my $i = $v{"insert_sync_$sc"};
+	$md .= "\n### Single-row inserts, synchronous_commit = $sc (TPS, and ratio to bigserial)\n\n";
+	$md .= "| key | 1 client | 4 clients | 16 clients |\n|---|---:|---:|---:|\n";
+	for my $t (qw(bigserial snowflake uuid uuidv7))
+	{
+		$md .= "| $t | " . join(' | ', map {
+			sprintf '%s (%.2fx)', fmt(sprintf '%.0f', $i->{$t}{$_}), $i->{$t}{$_} / $i->{bigserial}{$_}
+		} 1, 4, 16) . " |\n";
+	}
+}
+
+my $ix = $v{index};
+my $dn = $v{index_density};
+my ($rows) = keys %{ $ix->{bigserial} };
+$md .= "\n### Primary key index after " . fmt($rows) . " rows (4 clients, batches of 1000)\n\n";
+$md .= "| key | size | vs bigserial | leaf density |\n|---|---:|---:|---:|\n";
+for my $t (qw(bigserial snowflake uuid uuidv7))
+{
+	$md .= sprintf "| %s | %.1f MB | %.2fx | %.1f%% |\n", $t, $ix->{$t}{$rows} / 1048576,
+	  $ix->{$t}{$rows} / $ix->{bigserial}{$rows}, $dn->{$t}{$rows};
+}
+
+# the targets
+my $ceiling = $b->{'layout ceiling (4096 per ms)'}{1};
+my $def = $b->{'snowflake_nextval()'}{1};
+my $ra = $b->{'snowflake_nextval(), run-ahead'}{1};
+my @t = (
+	[ 'default policy >= 95% of the layout ceiling', $def / $ceiling >= 0.95, sprintf('%.0f%%', 100 * $def / $ceiling) ],
+	[ 'default policy >= 95% of the lower of the ceiling and a bare C call', $def / min($ceiling, $floor) >= 0.95,
+	  sprintf('%.0f%%', 100 * $def / min($ceiling, $floor)) ],
+	[ 'run-ahead >= 2x nextval()', $ra / $seq >= 2, sprintf('%.2fx', $ra / $seq) ],
+	[ 'run-ahead within 1.3x of a bare C call', $floor / $ra <= 1.3, sprintf('%.2fx slower', $floor / $ra) ],
+	[ 'no drop from 1 to 8 backends beyond 2 cores', $c->{'snowflake_nextval(), run-ahead'}{8} >= 0.9 * $c->{'snowflake_nextval(), run-ahead'}{1},
+	  sprintf('%.2fx', $c->{'snowflake_nextval(), run-ahead'}{8} / $c->{'snowflake_nextval(), run-ahead'}{1}) ],
+	[ 'insert TPS >= 0.98x bigserial (sync off, 16 clients)',
+	  $v{insert_sync_off}{snowflake}{16} >= 0.98 * $v{insert_sync_off}{bigserial}{16},
+	  sprintf('%.2fx', $v{insert_sync_off}{snowflake}{16} / $v{insert_sync_off}{bigserial}{16}) ],
+	[ 'index within 2% of bigserial', abs($ix->{snowflake}{$rows} / $ix->{bigserial}{$rows} - 1) <= 0.02,
+	  sprintf('%.3fx', $ix->{snowflake}{$rows} / $ix->{bigserial}{$rows}) ],
+	[ 'index at most 0.6x of gen_random_uuid()', $ix->{snowflake}{$rows} <= 0.6 * $ix->{uuid}{$rows},
+	  sprintf('%.2fx', $ix->{snowflake}{$rows} / $ix->{uuid}{$rows}) ],
+);
+$md .= "\n### Targets\n\n| target | met | measured |\n|---|---|---|\n";
+$md .= sprintf "| %s | %s | %s |\n", $_->[0], $_->[1] ? 'yes' : '**no**', $_->[2] for @t;
+
+open my $o, '>', "$out/latest.md" or die;
+print $o $md;
+close $o;
+
+# charts
+open my $d1, '>', "$out/bulk.dat" or die;
+printf $d1 "\"%s\" %s\n", $_, $b->{$_}{1} / 1e6 for @bulk_order;
+close $d1;
+open my $d2, '>', "$out/index.dat" or die;
+printf $d2 "%s %.2f\n", $_, $ix->{$_}{$rows} / 1048576 for qw(bigserial snowflake uuid uuidv7);
+close $d2;
+open my $gp, '|-', 'gnuplot' or die "gnuplot: $!";
+print $gp <<"GP";
+set terminal svg size 900,420 font "sans,12" background rgb "white"
+set style fill solid 0.8 border -1
+set boxwidth 0.6
+set grid ytics
+set yrange [0:*]
+set xtics rotate by -30 left
+unset key
+set output "$out/ids_per_second.svg"
+set title "IDs per second, one backend (millions)"
+plot "$out/bulk.dat" using 0:2:xtic(1) with boxes lc rgb "#3a6ea5", '' using 0:2:(sprintf("%.2f",\$2)) with labels offset 0,0.7
+set output "$out/index_size.svg"
+set title "Primary key index after @{[fmt($rows)]} rows (MB)"
+set xtics norotate
+plot "$out/index.dat" using 0:2:xtic(1) with boxes lc rgb "#5a9e5a", '' using 0:2:(sprintf("%.1f",\$2)) with labels offset 0,0.7
+GP
+close $gp or die 'gnuplot failed';
+unlink "$out/bulk.dat", "$out/index.dat";
