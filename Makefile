@@ -7,12 +7,13 @@
 
 EXTENSION = snowflake
 MODULE_big = snowflake
-OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o src/persist.o
+OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o src/persist.o \
+	src/schemes.o src/obfuscate.o
 DATA = $(wildcard sql/snowflake--*.sql)
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
-REGRESS = generate decode range settings markings status
+REGRESS = generate decode range settings markings status layouts schemes convert
 REGRESS_OPTS = --inputdir=.
 
 PG_CPPFLAGS = -I$(srcdir)/src

@@ -53,6 +53,14 @@ layout_arg(text *name)
 	return l;
 }
 
+/* The server's layout, for the one-argument functions. */
+static const SnowflakeLayout *
+server_layout(void)
+{
+	snowflake_check_layout();
+	return snowflake_layout;
+}
+
 /* Reject what no generator of the layout can have made. */
 static void
 check_id(const SnowflakeLayout *l, int64 id)
@@ -140,7 +148,7 @@ snowflake_currval(PG_FUNCTION_ARGS)
 Datum
 snowflake_decode(PG_FUNCTION_ARGS)
 {
-	return decode(fcinfo, snowflake_layout, PG_GETARG_INT64(0));
+	return decode(fcinfo, server_layout(), PG_GETARG_INT64(0));
 }
 
 Datum
@@ -159,7 +167,7 @@ id_timestamp(const SnowflakeLayout *l, int64 id)
 Datum
 snowflake_timestamp(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TIMESTAMPTZ(id_timestamp(snowflake_layout, PG_GETARG_INT64(0)));
+	PG_RETURN_TIMESTAMPTZ(id_timestamp(server_layout(), PG_GETARG_INT64(0)));
 }
 
 Datum
@@ -172,7 +180,7 @@ snowflake_timestamp_layout(PG_FUNCTION_ARGS)
 Datum
 snowflake_from_timestamp(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(from_timestamp(snowflake_layout, PG_GETARG_TIMESTAMPTZ(0)));
+	PG_RETURN_INT64(from_timestamp(server_layout(), PG_GETARG_TIMESTAMPTZ(0)));
 }
 
 Datum

@@ -68,6 +68,7 @@ typedef struct GeneratorShared
 	bool		floor_done;		/* the recovery floor has been applied */
 	bool		state_broken;	/* the state file cannot be trusted */
 	char		state_problem[64];
+	char		prev_layout[NAMEDATALEN];	/* set when the layout changed */
 
 	/* written only when the clock goes backwards */
 	pg_atomic_uint64 back_counted_tick;
@@ -149,9 +150,12 @@ load_mark(const SnowflakeLayout *l)
 			pg_atomic_write_u64(&gen->seen_tick,
 								(uint64) Max(0, layout_unix_ms_to_tick(l, m.seen_unix_ms)));
 			if (strcmp(m.layout, l->name) != 0)
+			{
+				strlcpy(gen->prev_layout, m.layout, sizeof(gen->prev_layout));
 				ereport(LOG,
 						(errmsg("snowflake layout changed from \"%s\" to \"%s\"; new IDs continue above " INT64_FORMAT,
 								m.layout, l->name, m.mark_id)));
+			}
 			break;
 	}
 }
@@ -320,6 +324,7 @@ generator_shmem_init(void)
 	gen->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	gen->floor_done = false;
 	gen->state_broken = false;
+	gen->prev_layout[0] = '\0';
 	pg_atomic_init_u64(&gen->back_counted_tick, 0);
 	pg_atomic_init_u64(&gen->clock_back_events, 0);
 	pg_atomic_init_u64(&gen->clock_back_max_ms, 0);
@@ -491,6 +496,16 @@ refuse(Verdict v, const SnowflakeLayout *l, int64 last_tick, int64 now_ms,
 				 errhint("snowflake.max_clock_backward_ms (%d ms) limits waiting for the clock and snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
 						 snowflake_max_clock_backward_ms,
 						 snowflake_max_run_ahead_ms)));
+	if (gen->prev_layout[0] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
+						l->name, gen->prev_layout),
+				 errdetail("The last ID, read in the \"%s\" layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
+						   l->name, unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
+						   unix_ms_to_str(now_ms)),
+				 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
+						 gen->prev_layout)));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock",
@@ -527,6 +542,8 @@ generator_next(void)
 
 	if (unlikely(gen == NULL))
 		not_preloaded();
+	if (unlikely(snowflake_layout_problem != NULL))
+		snowflake_check_layout();
 	if (unlikely(RecoveryInProgress()))
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),

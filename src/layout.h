@@ -118,6 +118,33 @@ layout_unix_ms_to_tick(const SnowflakeLayout *l, int64 unix_ms)
 	return -((-since + l->tick_ms - 1) / l->tick_ms);
 }
 
+/*
+ * Node-partitioned IDs (seed 003): a node id in the top 13 bits below the
+ * sign bit, a sequence's value in the low 50.
+ */
+#define NODE_ID_COUNTER_BITS	50
+#define NODE_ID_NODE_BITS		13
+#define NODE_ID_COUNTER_MAX		((int64) LAYOUT_MASK(NODE_ID_COUNTER_BITS))
+#define NODE_ID_NODE_MAX		((int64) LAYOUT_MASK(NODE_ID_NODE_BITS))
+
+static inline int64
+node_id_compose(int64 node, int64 counter)
+{
+	return (int64) (((uint64) node << NODE_ID_COUNTER_BITS) | (uint64) counter);
+}
+
+static inline int64
+node_id_node(int64 id)
+{
+	return (int64) ((uint64) id >> NODE_ID_COUNTER_BITS);
+}
+
+static inline int64
+node_id_counter(int64 id)
+{
+	return id & NODE_ID_COUNTER_MAX;
+}
+
 extern const SnowflakeLayout *layout_default(void);
 extern const SnowflakeLayout *layout_find(const char *name);
 extern const SnowflakeLayout *layout_presets(int *count);

@@ -1,10 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * persist.c
- *	  The durable high-water mark: the file $PGDATA/snowflake.state.
+ *	  Durable state files in the data directory: the high-water mark
+ *	  ($PGDATA/snowflake.state) and DecimalId's generator id.
  *
  * The file holds an ID that no ID issued by this node exceeds, the highest
- * clock reading the node had seen, and the layout that wrote it.  It is
+ * clock reading the node had seen, and the layout that wrote it.  DecimalId
+ * keeps its generator id in a second file of the same form.  A file is
  * replaced atomically (written to a temporary name, fsync'd, renamed, the
  * directory fsync'd), so after a crash it holds either the old or the new
  * mark, never a torn one.  It is not WAL-logged: a server whose library is
@@ -22,45 +24,47 @@
 
 #include "persist.h"
 
-#define STATE_FILE		"snowflake.state"
-#define STATE_TMP_FILE	"snowflake.state.tmp"
 #define STATE_MAGIC		0x534E4F57	/* "SNOW" */
 #define STATE_VERSION	1
+#define MAX_PAYLOAD		256
 
-typedef struct StateFile
+/* a file: magic, version, payload length, payload, CRC of all before it */
+typedef struct StateHeader
 {
 	uint32		magic;
 	uint32		version;
-	int64		mark_id;
-	int64		seen_unix_ms;
-	char		layout[NAMEDATALEN];
-	pg_crc32c	crc;			/* of all the fields above */
-} StateFile;
+	uint32		length;
+} StateHeader;
 
 static pg_crc32c
-state_crc(const StateFile *f)
+state_crc(const char *buf, size_t len)
 {
 	pg_crc32c	crc;
 
 	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, f, offsetof(StateFile, crc));
+	COMP_CRC32C(crc, buf, len);
 	FIN_CRC32C(crc);
 	return crc;
 }
 
 /*
- * Read the mark.  Returns MARK_ABSENT when there is no file, MARK_BROKEN
- * (with *problem set) when it cannot be trusted, MARK_OK otherwise.  Never
- * raises an error: the postmaster calls it.
+ * Read a state file into payload (len bytes).  Returns MARK_ABSENT when
+ * there is no file, MARK_BROKEN (with *problem set) when it cannot be
+ * trusted, MARK_OK otherwise.  Never raises an error: the postmaster calls
+ * it.
  */
 MarkResult
-persist_read(PersistedMark *mark, const char **problem)
+persist_read_file(const char *path, void *payload, size_t len, const char **problem)
 {
-	StateFile	f;
+	char		buf[sizeof(StateHeader) + MAX_PAYLOAD + sizeof(pg_crc32c)];
+	size_t		want = sizeof(StateHeader) + len + sizeof(pg_crc32c);
+	StateHeader hdr;
+	pg_crc32c	crc;
 	int			fd;
 	ssize_t		n;
 
-	fd = OpenTransientFile(STATE_FILE, O_RDONLY | PG_BINARY);
+	Assert(len <= MAX_PAYLOAD);
+	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
 	if (fd < 0)
 	{
 		if (errno == ENOENT)
@@ -68,54 +72,64 @@ persist_read(PersistedMark *mark, const char **problem)
 		*problem = "it cannot be opened";
 		return MARK_BROKEN;
 	}
-	n = read(fd, &f, sizeof(f));
+	n = read(fd, buf, sizeof(buf));
 	CloseTransientFile(fd);
 
-	if (n != sizeof(f))
+	memcpy(&hdr, buf, sizeof(hdr));
+	if (n != (ssize_t) want)
 		*problem = "it has the wrong size";
-	else if (f.magic != STATE_MAGIC || f.version != STATE_VERSION)
+	else if (hdr.magic != STATE_MAGIC || hdr.version != STATE_VERSION || hdr.length != len)
 		*problem = "it is not a snowflake state file of this version";
-	else if (!EQ_CRC32C(f.crc, state_crc(&f)))
-		*problem = "its checksum does not match";
 	else
 	{
-		mark->mark_id = f.mark_id;
-		mark->seen_unix_ms = f.seen_unix_ms;
-		strlcpy(mark->layout, f.layout, sizeof(mark->layout));
-		return MARK_OK;
+		memcpy(&crc, buf + want - sizeof(crc), sizeof(crc));
+		if (!EQ_CRC32C(crc, state_crc(buf, want - sizeof(crc))))
+			*problem = "its checksum does not match";
+		else
+		{
+			memcpy(payload, buf + sizeof(hdr), len);
+			return MARK_OK;
+		}
 	}
 	return MARK_BROKEN;
 }
 
 /*
- * Make the mark durable.  Reports failures at elevel: ERROR in backends, so
- * that no ID beyond a mark that is not on disk is handed out; LOG at
- * shutdown.
+ * Make a state file durable.  Reports failures at elevel: ERROR in
+ * backends, so that nothing beyond a state that is not on disk is handed
+ * out; LOG in the postmaster.  Returns false on failure below ERROR.
  */
-void
-persist_write(const PersistedMark *mark, int elevel)
+bool
+persist_write_file(const char *path, const void *payload, size_t len, int elevel)
 {
-	StateFile	f;
+	char		buf[sizeof(StateHeader) + MAX_PAYLOAD + sizeof(pg_crc32c)];
+	char		tmp[MAXPGPATH];
+	size_t		total = sizeof(StateHeader) + len + sizeof(pg_crc32c);
+	StateHeader hdr;
+	pg_crc32c	crc;
 	int			fd;
 
-	memset(&f, 0, sizeof(f));
-	f.magic = STATE_MAGIC;
-	f.version = STATE_VERSION;
-	f.mark_id = mark->mark_id;
-	f.seen_unix_ms = mark->seen_unix_ms;
-	strlcpy(f.layout, mark->layout, sizeof(f.layout));
-	f.crc = state_crc(&f);
+	Assert(len <= MAX_PAYLOAD);
+	memset(buf, 0, sizeof(buf));
+	hdr.magic = STATE_MAGIC;
+	hdr.version = STATE_VERSION;
+	hdr.length = (uint32) len;
+	memcpy(buf, &hdr, sizeof(hdr));
+	memcpy(buf + sizeof(hdr), payload, len);
+	crc = state_crc(buf, total - sizeof(crc));
+	memcpy(buf + total - sizeof(crc), &crc, sizeof(crc));
 
-	fd = OpenTransientFile(STATE_TMP_FILE, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	if (fd < 0)
 	{
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", STATE_TMP_FILE)));
-		return;
+				 errmsg("could not create file \"%s\": %m", tmp)));
+		return false;
 	}
 	errno = 0;
-	if (write(fd, &f, sizeof(f)) != sizeof(f))
+	if (write(fd, buf, total) != (ssize_t) total)
 	{
 		int			save_errno = errno ? errno : ENOSPC;
 
@@ -123,8 +137,8 @@ persist_write(const PersistedMark *mark, int elevel)
 		errno = save_errno;
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", STATE_TMP_FILE)));
-		return;
+				 errmsg("could not write file \"%s\": %m", tmp)));
+		return false;
 	}
 	if (pg_fsync(fd) != 0)
 	{
@@ -134,11 +148,30 @@ persist_write(const PersistedMark *mark, int elevel)
 		errno = save_errno;
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", STATE_TMP_FILE)));
-		return;
+				 errmsg("could not fsync file \"%s\": %m", tmp)));
+		return false;
 	}
 	CloseTransientFile(fd);
 
 	/* renames, and fsyncs the file and its directory */
-	durable_rename(STATE_TMP_FILE, STATE_FILE, elevel);
+	return durable_rename(tmp, path, elevel) == 0;
+}
+
+MarkResult
+persist_read(PersistedMark *mark, const char **problem)
+{
+	return persist_read_file(SNOWFLAKE_MARK_FILE, mark, sizeof(*mark), problem);
+}
+
+void
+persist_write(const PersistedMark *mark, int elevel)
+{
+	PersistedMark m;
+
+	/* no stray bytes in the file */
+	memset(&m, 0, sizeof(m));
+	m.mark_id = mark->mark_id;
+	m.seen_unix_ms = mark->seen_unix_ms;
+	strlcpy(m.layout, mark->layout, sizeof(m.layout));
+	(void) persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m), elevel);
 }

@@ -22,6 +22,13 @@ typedef enum MarkResult
 	MARK_BROKEN
 } MarkResult;
 
+#define SNOWFLAKE_MARK_FILE		"snowflake.state"
+#define SNOWFLAKE_DECIMAL_FILE	"snowflake.decimal"
+
+extern MarkResult persist_read_file(const char *path, void *payload, size_t len,
+									const char **problem);
+extern bool persist_write_file(const char *path, const void *payload, size_t len,
+							   int elevel);
 extern MarkResult persist_read(PersistedMark *mark, const char **problem);
 extern void persist_write(const PersistedMark *mark, int elevel);
 

@@ -14,7 +14,12 @@
 extern int	snowflake_worker_id;
 extern int	snowflake_max_clock_backward_ms;
 extern int	snowflake_max_run_ahead_ms;
+extern int	snowflake_launch_id;
+extern int	snowflake_decimal_generator_min;
+extern int	snowflake_decimal_generator_max;
 extern const SnowflakeLayout *snowflake_layout;
+extern const char *snowflake_layout_problem;	/* custom layout unusable */
+extern void snowflake_check_layout(void);
 
 /* how far ahead of the last ID a durable reservation reaches */
 #define SNOWFLAKE_WINDOW_MS 1000
@@ -40,5 +45,9 @@ extern bool generator_attached(void);
 extern int64 generator_next(void);
 extern void generator_status(GeneratorStatus *st);
 extern void generator_settle(void);
+
+/* schemes.c: DecimalId and node-partitioned IDs */
+extern Size schemes_shmem_size(void);
+extern void schemes_shmem_init(void);
 
 #endif							/* SNOWFLAKE_H */

@@ -1,0 +1,272 @@
+/*-------------------------------------------------------------------------
+ *
+ * schemes.c
+ *	  The other ID schemes of the source documents: DecimalId and
+ *	  node-partitioned auto-increment.
+ *
+ * DecimalId (id = counter * 10^10 + generator_id * 10^5 + launch_id) keeps
+ * its counter in shared memory, packed with the generator id into one
+ * atomic word.  The generator id is durable and cluster-wide: it advances
+ * at every server start and whenever the counter is used up, so two
+ * launches never share one.
+ *
+ * Node-partitioned auto-increment puts this node's worker id above an
+ * ordinary sequence's value, so each node counts densely and durably in a
+ * range of its own (SingleStore's aggregators do the same).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xlog.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/fmgrprotos.h"
+
+#include "persist.h"
+#include "snowflake.h"
+
+PG_FUNCTION_INFO_V1(decimal_id_nextval);
+PG_FUNCTION_INFO_V1(decimal_id_decode);
+PG_FUNCTION_INFO_V1(snowflake_node_nextval);
+PG_FUNCTION_INFO_V1(snowflake_node_decode);
+
+#define DECIMAL_COUNTER_MAX		INT64CONST(922337202)
+#define DECIMAL_COUNTER_UNIT	INT64CONST(10000000000)
+#define DECIMAL_GENERATOR_UNIT	INT64CONST(100000)
+#define DECIMAL_FIELD_MAX		99999
+
+typedef struct DecimalShared
+{
+	pg_atomic_uint64 word;		/* generator id << 32 | last counter */
+	LWLock	   *lock;
+	bool		usable;
+	char		problem[128];
+} DecimalShared;
+
+typedef struct DecimalFile
+{
+	int64		generator_id;	/* the last generator id handed out */
+} DecimalFile;
+
+static DecimalShared *dec = NULL;
+
+Size
+schemes_shmem_size(void)
+{
+	return sizeof(DecimalShared);
+}
+
+static void
+decimal_unusable(const char *why)
+{
+	dec->usable = false;
+	strlcpy(dec->problem, why, sizeof(dec->problem));
+}
+
+/*
+ * The next generator id after last, within this node's range, made durable
+ * before it is used.  Returns -1 when the range is used up or the file
+ * cannot be written (at elevel below ERROR).
+ */
+static int64
+next_generator(int64 last, int elevel)
+{
+	int64		g = Max(last + 1, snowflake_decimal_generator_min);
+	DecimalFile f;
+
+	if (g > snowflake_decimal_generator_max)
+		return -1;
+	memset(&f, 0, sizeof(f));
+	f.generator_id = g;
+	if (!persist_write_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), elevel))
+		return -1;
+	return g;
+}
+
+/* At server start: take the next generator id.  Called with AddinShmemInitLock. */
+void
+schemes_shmem_init(void)
+{
+	bool		found;
+	DecimalFile f;
+	const char *problem = NULL;
+	int64		last = -1;
+	int64		g;
+
+	dec = ShmemInitStruct("snowflake decimal id", sizeof(DecimalShared), &found);
+	if (found)
+		return;
+	pg_atomic_init_u64(&dec->word, 0);
+	dec->lock = &(GetNamedLWLockTranche("snowflake"))[1].lock;
+	dec->usable = true;
+
+	if (snowflake_decimal_generator_min > snowflake_decimal_generator_max)
+	{
+		decimal_unusable("snowflake.decimal_generator_min is above snowflake.decimal_generator_max");
+		return;
+	}
+	switch (persist_read_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &problem))
+	{
+		case MARK_ABSENT:
+			break;
+		case MARK_OK:
+			last = f.generator_id;
+			break;
+		case MARK_BROKEN:
+			decimal_unusable("the file \"" SNOWFLAKE_DECIMAL_FILE "\" cannot be used");
+			ereport(WARNING,
+					(errmsg("DecimalId state file \"%s\" cannot be used: %s",
+							SNOWFLAKE_DECIMAL_FILE, problem)));
+			return;
+	}
+	g = next_generator(last, LOG);
+	if (g < 0)
+	{
+		decimal_unusable("no generator id is left in this node's range, or it could not be recorded");
+		return;
+	}
+	pg_atomic_write_u64(&dec->word, (uint64) g << 32);
+}
+
+static void
+decimal_refuse(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("DecimalId generator is not available: %s", dec->problem),
+			 errhint("Check snowflake.decimal_generator_min and snowflake.decimal_generator_max and the server log, then restart the server.")));
+}
+
+/* The counter of generator g is used up: move to the next generator id. */
+static void
+advance_generator(uint64 g)
+{
+	uint64		cur;
+	int64		next;
+
+	LWLockAcquire(dec->lock, LW_EXCLUSIVE);
+	cur = pg_atomic_read_u64(&dec->word);
+	if ((cur >> 32) == g)
+	{
+		next = next_generator((int64) g, ERROR);
+		if (next < 0)
+		{
+			decimal_unusable("every generator id of this node's range is used up");
+			LWLockRelease(dec->lock);
+			decimal_refuse();
+		}
+		/* others keep adding to the old word; this one wins or retries */
+		while (!pg_atomic_compare_exchange_u64(&dec->word, &cur, (uint64) next << 32))
+		{
+			if ((cur >> 32) != g)
+				break;
+		}
+	}
+	LWLockRelease(dec->lock);
+}
+
+Datum
+decimal_id_nextval(PG_FUNCTION_ARGS)
+{
+	if (dec == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot generate DecimalIds during recovery")));
+
+	for (;;)
+	{
+		uint64		w;
+		uint64		g;
+		int64		counter;
+
+		if (!dec->usable)
+			decimal_refuse();
+		w = pg_atomic_add_fetch_u64(&dec->word, 1);
+		g = w >> 32;
+		counter = (int64) (w & 0xFFFFFFFF);
+		if (counter <= DECIMAL_COUNTER_MAX)
+			PG_RETURN_INT64(counter * DECIMAL_COUNTER_UNIT +
+							(int64) g * DECIMAL_GENERATOR_UNIT +
+							snowflake_launch_id);
+		advance_generator(g);
+	}
+}
+
+Datum
+decimal_id_decode(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (id < DECIMAL_COUNTER_UNIT)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("DecimalId must be at least 10000000000, not " INT64_FORMAT, id),
+				 errdetail("A DecimalId is counter * 10^10 + generator_id * 10^5 + launch_id, with a counter of at least 1.")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	values[0] = Int64GetDatum(id / DECIMAL_COUNTER_UNIT);
+	values[1] = Int32GetDatum((int32) ((id / DECIMAL_GENERATOR_UNIT) % 100000));
+	values[2] = Int32GetDatum((int32) (id % 100000));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}
+
+Datum
+snowflake_node_nextval(PG_FUNCTION_ARGS)
+{
+	Oid			seq = PG_GETARG_OID(0);
+	int64		node = snowflake_worker_id;
+	int64		value;
+
+	if (node > NODE_ID_NODE_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snowflake.worker_id %d does not fit the %d-bit node field of node-partitioned IDs",
+						snowflake_worker_id, NODE_ID_NODE_BITS),
+				 errhint("Use worker ids from 0 to " INT64_FORMAT " on nodes that use snowflake_node_nextval().", NODE_ID_NODE_MAX)));
+
+	value = DatumGetInt64(DirectFunctionCall1(nextval_oid, ObjectIdGetDatum(seq)));
+	if (value < 1 || value > NODE_ID_COUNTER_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("sequence value " INT64_FORMAT " is outside the node-partitioned range 1 to " INT64_FORMAT,
+						value, NODE_ID_COUNTER_MAX),
+				 errdetail("Node-partitioned IDs keep the worker id in the top %d bits and the sequence in the low %d; a larger value would fall into another node's range.",
+						   NODE_ID_NODE_BITS, NODE_ID_COUNTER_BITS),
+				 errhint("Give the sequence MINVALUE 1 and MAXVALUE " INT64_FORMAT ", and NO CYCLE.",
+						 NODE_ID_COUNTER_MAX)));
+	PG_RETURN_INT64(node_id_compose(node, value));
+}
+
+Datum
+snowflake_node_decode(PG_FUNCTION_ARGS)
+{
+	int64		id = PG_GETARG_INT64(0);
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (id <= 0 || node_id_counter(id) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("node-partitioned ID must be positive with a counter of at least 1, not " INT64_FORMAT, id)));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	values[0] = Int32GetDatum((int32) node_id_node(id));
+	values[1] = Int64GetDatum(node_id_counter(id));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
+}

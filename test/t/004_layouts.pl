@@ -1,0 +1,125 @@
+# Generating under every layout preset and a custom layout, changing the
+# layout of a node that already issued IDs, and DecimalId's generator id
+# across restarts.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+my $node = snowflake_node('layouts', worker_id => 5);
+
+sub restart_with
+{
+	my ($conf, %opt) = @_;
+	$node->stop('fast') if $node->{_pid};
+	unlink $node->data_dir . '/snowflake.state' if $opt{fresh};
+	$node->append_conf('postgresql.conf', $conf);
+	$node->start;
+	return;
+}
+
+sub try_sql
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', $sql);
+	return $ret == 0 ? ($out, '') : (undef, $err);
+}
+
+restart_with('');
+$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+
+# every preset generates IDs that its own decoder reads back
+for my $layout (qw(shardingsphere twitter discord instagram sonyflake javascript))
+{
+	restart_with("snowflake.layout = '$layout'\n", fresh => 1);
+	my $r = $node->safe_psql('postgres', qq{
+		WITH g AS (SELECT n, snowflake_nextval() AS id FROM generate_series(1, 3000) n)
+		SELECT count(DISTINCT id),
+			   bool_and((snowflake_decode(id, '$layout')).worker_id = 5),
+			   bool_and(snowflake_decode(id) = snowflake_decode(id, '$layout')),
+			   bool_and(abs(extract(epoch FROM snowflake_timestamp(id, '$layout') - now())) < 10),
+			   bool_and(id > coalesce(prev, 0)),
+			   max(id) <= (SELECT max_id FROM snowflake_layouts() WHERE name = '$layout')
+		FROM (SELECT n, id, lag(id) OVER (ORDER BY n) AS prev FROM g) s});
+	is($r, '3000|t|t|t|t|t', "$layout: unique, increasing IDs with worker 5 and the time of now");
+}
+
+# the worker id's range follows the layout
+restart_with("snowflake.layout = 'sonyflake'\n", fresh => 1);
+my ($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65535");
+is($err, '', 'sonyflake takes a 16-bit machine id');
+($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65536");
+like($err, qr/outside the valid range/, 'but no more');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET snowflake.worker_id');
+restart_with("snowflake.layout = 'javascript'\n", fresh => 1);
+($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 64");
+like($err, qr/"javascript" layout has a 6-bit worker field, so worker ids run from 0 to 63/,
+	'javascript: a 6-bit worker id');
+
+# a custom layout
+restart_with(q{
+snowflake.layout = 'custom'
+snowflake.custom_time_bits = 40
+snowflake.custom_worker_bits = 8
+snowflake.custom_seq_bits = 15
+snowflake.custom_tick_ms = 2
+snowflake.custom_epoch = '2024-01-01'
+}, fresh => 1);
+is($node->safe_psql('postgres', q{
+	SELECT (d).worker_id, abs(extract(epoch FROM (d).ts - now())) < 10,
+		   abs((snowflake_nextval() >> 23)
+			   - ((extract(epoch FROM clock_timestamp()) * 1000)::bigint - 1704067200000) / 2) <= 5
+	FROM (SELECT snowflake_decode(snowflake_nextval()) AS d) s}),
+	'5|t|t', 'custom layout: fields where the settings put them');
+
+# a custom layout that cannot work: the server starts, the generator refuses
+my $log_offset = -s $node->logfile;
+restart_with("snowflake.custom_time_bits = 50\n");
+ok($node->log_contains('snowflake.layout = custom is unusable: The fields take 73 bits', $log_offset),
+	'too wide: the server logs why');
+($out, $err) = try_sql('SELECT snowflake_nextval()');
+like($err, qr/ERROR:  snowflake.layout = custom is unusable/, 'and the generator refuses');
+restart_with("snowflake.custom_time_bits = 40\nsnowflake.custom_epoch = '2999-01-01'\n");
+($out, $err) = try_sql('SELECT snowflake_nextval()');
+like($err, qr/custom_epoch is in the future/, 'an epoch in the future is refused');
+restart_with("snowflake.custom_epoch = 'yesterday'\n");
+($out, $err) = try_sql('SELECT snowflake_decode(1)');
+like($err, qr/custom_epoch "yesterday" is not a date/, 'so is an epoch that is not a date');
+
+# changing the layout of a node that issued IDs: never below them
+restart_with("snowflake.layout = 'shardingsphere'\n", fresh => 1);
+my $last = $node->safe_psql('postgres', 'SELECT max(snowflake_nextval()) FROM generate_series(1, 100)');
+restart_with("snowflake.layout = 'twitter'\n");
+my $next = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+ok($next > $last, 'shardingsphere to twitter: IDs continue above');
+restart_with("snowflake.layout = 'shardingsphere'\n");
+($out, $err) = try_sql('SELECT snowflake_nextval()');
+like($err, qr/layout "shardingsphere" cannot continue above the IDs issued under layout "twitter"/,
+	'twitter back to shardingsphere: refused, and said why');
+restart_with("snowflake.layout = 'twitter'\n");
+ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $next, 'back on twitter it goes on');
+
+# DecimalId: the generator id advances at every start, also after a crash
+sub generator_id
+{
+	return $node->safe_psql('postgres', 'SELECT (decimal_id_decode(decimal_id_nextval())).generator_id');
+}
+my $g1 = generator_id();
+restart_with('');
+my $g2 = generator_id();
+is($g2, $g1 + 1, 'a restart takes the next generator id');
+$node->stop('immediate');
+$node->start;
+is(generator_id(), $g2 + 1, 'so does a crash restart');
+restart_with("snowflake.decimal_generator_min = 700\nsnowflake.decimal_generator_max = 700\nsnowflake.launch_id = 65\n");
+is($node->safe_psql('postgres', 'SELECT * FROM decimal_id_decode(decimal_id_nextval())'),
+	'1|700|65', 'a node range and a launch id');
+restart_with('');
+($out, $err) = try_sql('SELECT decimal_id_nextval()');
+like($err, qr/DecimalId generator is not available: no generator id is left/,
+	'a used-up range refuses');
+
+$node->stop;
+done_testing();
