@@ -105,7 +105,7 @@ printf $d2 "%s %.2f\n", $_, $ix->{$_}{$rows} / 1048576 for qw(bigserial snowflak
 close $d2;
 open my $gp, '|-', 'gnuplot' or die "gnuplot: $!";
 print $gp <<"GP";
-set terminal svg size 900,420 font "sans,12" background rgb "white"
+set terminal svg size 900,420 font "sans,12" background rgb "white" noenhanced
 set style fill solid 0.8 border -1
 set boxwidth 0.6
 set grid ytics
