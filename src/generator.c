@@ -14,8 +14,9 @@
  * The IDs a node may issue are bounded by a durable reservation (see
  * persist.c): an ID above it is only handed out once the next reservation,
  * a window ahead, is on disk.  The hot path compares against one more word
- * on the same cache line; one backend in a window renews the reservation
- * when half of it is used, so the others do not wait for the disk.
+ * on the same cache line.  The keeper worker renews the reservation ahead
+ * of time; a backend that outruns it renews it itself (without blocking the
+ * others while there is room), and waits only at the reservation's end.
  *
  * Statistics are kept per backend slot, each written only by its owner, so
  * counting adds no shared write to the hot path; readers add the slots up.
@@ -35,6 +36,7 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/s_lock.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
@@ -108,6 +110,25 @@ atomic_raise(pg_atomic_uint64 *ptr, uint64 value)
 		if (pg_atomic_compare_exchange_u64(ptr, &cur, value))
 			break;
 	}
+}
+
+/* Unix time in ms; clock_gettime is a vDSO call, no system call. */
+static inline int64
+clock_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64
+clock_unix_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* How far ahead of the last ID a reservation reaches: a second of ID time. */
@@ -248,9 +269,9 @@ reserve(const SnowflakeLayout *l, int64 id, bool must)
 }
 
 /*
- * Apply the recovery floor and make it durable at once, from the worker
- * that runs when recovery ends, so that a crash before the first ID
- * cannot lose it.
+ * Apply the recovery floor and make it durable at once, from the keeper as
+ * soon as recovery ends, so that a crash before the first ID cannot lose
+ * it.
  */
 void
 generator_settle(void)
@@ -274,6 +295,46 @@ generator_settle(void)
 			pg_atomic_write_u64(&gen->extend_at, (uint64) m.mark_id);
 		}
 		gen->floor_done = true;
+	}
+	LWLockRelease(gen->lock);
+}
+
+/*
+ * Called by the keeper every tenth of a window: once the node has issued
+ * IDs, keep the durable reservation at least half a window ahead of both
+ * the clock and the last ID, so that backends rarely reach it.
+ */
+void
+generator_keep_ahead(void)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+	int64		last;
+	int64		base;
+	int64		w = window_ticks(l);
+
+	if (gen == NULL || gen->state_broken || snowflake_layout_problem != NULL)
+		return;
+	last = (int64) pg_atomic_read_u64(&gen->last_id);
+	if (last == 0)
+		return;					/* nothing issued yet: nothing to protect */
+
+	base = Max(layout_unix_ms_to_tick(l, clock_unix_ms()), layout_tick(l, last));
+	if (layout_tick(l, (int64) pg_atomic_read_u64(&gen->reserved)) >= base + w / 2)
+		return;
+	if (!LWLockConditionalAcquire(gen->lock, LW_EXCLUSIVE))
+		return;					/* a backend is renewing it */
+	if (gen->floor_done &&
+		layout_tick(l, (int64) pg_atomic_read_u64(&gen->reserved)) < base + w / 2)
+	{
+		PersistedMark m;
+
+		m.mark_id = tick_ceiling(l, base + w);
+		m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&gen->seen_tick));
+		strlcpy(m.layout, l->name, sizeof(m.layout));
+		persist_write(&m, ERROR);
+		pg_atomic_write_u64(&gen->reserved, (uint64) m.mark_id);
+		/* backends renew by themselves only if they outrun the keeper */
+		pg_atomic_write_u64(&gen->extend_at, (uint64) tick_ceiling(l, base + (3 * w) / 4));
 	}
 	LWLockRelease(gen->lock);
 }
@@ -368,25 +429,6 @@ my_slot(void)
 	return &gen->slots[i < gen->nslots ? i : 0];
 }
 
-/* Unix time in ms; clock_gettime is a vDSO call, no system call. */
-static inline int64
-clock_unix_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline int64
-clock_unix_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static char *
 unix_ms_to_str(int64 unix_ms)
 {
@@ -413,18 +455,32 @@ first_seq(const SnowflakeLayout *l)
 	return (int64) (pg_prng_uint64(&pg_global_prng_state) & LAYOUT_MASK(bits));
 }
 
-/* Sleep until the clock reads unix_ms, waking for interrupts. */
+/*
+ * Wait until the clock reads unix_ms.  The common wait, for the next tick
+ * after a tick's sequence numbers ran out, is shorter than the timer
+ * slack of a sleep, so short waits spin on the clock (as ShardingSphere's
+ * generator does); longer ones sleep.  Interrupts are served either way.
+ */
 static void
 wait_until(int64 unix_ms)
 {
+	int			spins = 0;
+
 	for (;;)
 	{
 		int64		left = unix_ms * 1000 - clock_unix_us();
 
 		if (left <= 0)
 			return;
-		CHECK_FOR_INTERRUPTS();
-		pg_usleep(Min(left, 100000));
+		if (left > 2000)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(Min(left - 1000, 100000));
+		}
+		else if (++spins % 1024 == 0)
+			CHECK_FOR_INTERRUPTS();
+		else
+			pg_spin_delay();
 	}
 }
 

@@ -6,10 +6,8 @@
  *
  * The file holds an ID that no ID issued by this node exceeds, the highest
  * clock reading the node had seen, and the layout that wrote it.  DecimalId
- * keeps its generator id in a second file of the same form.  A file is
- * replaced atomically (written to a temporary name, fsync'd, renamed, the
- * directory fsync'd), so after a crash it holds either the old or the new
- * mark, never a torn one.  It is not WAL-logged: a server whose library is
+ * keeps its generator id in a second file of the same form.  Each is one
+ * record under a sector in size, checked by a CRC.  It is not WAL-logged: a server whose library is
  * removed from shared_preload_libraries ignores the file and starts.
  *
  *-------------------------------------------------------------------------
@@ -17,6 +15,7 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "port/pg_crc32c.h"
@@ -95,20 +94,26 @@ persist_read_file(const char *path, void *payload, size_t len, const char **prob
 }
 
 /*
- * Make a state file durable.  Reports failures at elevel: ERROR in
- * backends, so that nothing beyond a state that is not on disk is handed
- * out; LOG in the postmaster.  Returns false on failure below ERROR.
+ * Make a state file durable.  Like pg_control, the record is smaller than a
+ * disk sector and is overwritten in place: a sector write is atomic on the
+ * devices PostgreSQL supports, and the CRC catches the rest.  That costs
+ * one fdatasync, where a write to a new file and a rename cost four.
+ * Reports failures at elevel: ERROR in backends, so that nothing beyond a
+ * state that is not on disk is handed out; LOG in the postmaster.  Returns
+ * false on failure below ERROR.
  */
 bool
 persist_write_file(const char *path, const void *payload, size_t len, int elevel)
 {
 	char		buf[sizeof(StateHeader) + MAX_PAYLOAD + sizeof(pg_crc32c)];
-	char		tmp[MAXPGPATH];
 	size_t		total = sizeof(StateHeader) + len + sizeof(pg_crc32c);
 	StateHeader hdr;
 	pg_crc32c	crc;
+	struct stat st;
+	bool		created;
 	int			fd;
 
+	StaticAssertStmt(sizeof(buf) <= 512, "a state record must fit one sector");
 	Assert(len <= MAX_PAYLOAD);
 	memset(buf, 0, sizeof(buf));
 	hdr.magic = STATE_MAGIC;
@@ -119,17 +124,17 @@ persist_write_file(const char *path, const void *payload, size_t len, int elevel
 	crc = state_crc(buf, total - sizeof(crc));
 	memcpy(buf + total - sizeof(crc), &crc, sizeof(crc));
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	created = stat(path, &st) != 0;
+	fd = OpenTransientFile(path, O_RDWR | O_CREAT | PG_BINARY);
 	if (fd < 0)
 	{
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not create file \"%s\": %m", tmp)));
+				 errmsg("could not open file \"%s\": %m", path)));
 		return false;
 	}
 	errno = 0;
-	if (write(fd, buf, total) != (ssize_t) total)
+	if (pg_pwrite(fd, buf, total, 0) != (ssize_t) total)
 	{
 		int			save_errno = errno ? errno : ENOSPC;
 
@@ -137,24 +142,30 @@ persist_write_file(const char *path, const void *payload, size_t len, int elevel
 		errno = save_errno;
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", tmp)));
+				 errmsg("could not write file \"%s\": %m", path)));
 		return false;
 	}
-	if (pg_fsync(fd) != 0)
+	if (pg_fdatasync(fd) != 0)
 	{
 		int			save_errno = errno;
 
 		CloseTransientFile(fd);
 		errno = save_errno;
+		/*
+		 * No PANIC needed: the reservation is not advanced, and the next
+		 * attempt rewrites the whole record before it syncs again.
+		 */
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", tmp)));
+				 errmsg("could not fsync file \"%s\": %m", path)));
 		return false;
 	}
 	CloseTransientFile(fd);
 
-	/* renames, and fsyncs the file and its directory */
-	return durable_rename(tmp, path, elevel) == 0;
+	/* a new file's directory entry must be durable too */
+	if (created && fsync_fname_ext(".", true, false, elevel) != 0)
+		return false;
+	return true;
 }
 
 MarkResult

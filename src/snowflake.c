@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * snowflake.c
- *	  Module initialization: the settings (GUCs) and the shared memory hooks.
+ *	  Module initialization: the settings (GUCs), the shared memory hooks
+ *	  and the keeper background worker.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +13,10 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/wait_event.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -25,7 +30,7 @@
 PG_MODULE_MAGIC;
 
 void		_PG_init(void);
-PGDLLEXPORT void snowflake_settle_main(Datum arg);
+PGDLLEXPORT void snowflake_keeper_main(Datum arg);
 
 int			snowflake_worker_id = 0;
 int			snowflake_max_clock_backward_ms = 10;
@@ -325,31 +330,47 @@ snowflake_shmem_startup(void)
 }
 
 /*
- * A short-lived worker that runs when recovery ends (promotion, a restore,
- * a crash restart) and makes the recovery floor durable; see
- * generator_settle().
+ * The keeper: a background worker that runs once recovery has finished.
+ * It first applies the recovery floor (see generator_settle()), then keeps
+ * the durable reservation ahead of the clock, so that backends find the
+ * reservation on disk already and do not wait for an fsync.
  */
 void
-snowflake_settle_main(Datum arg)
+snowflake_keeper_main(Datum arg)
 {
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+
 	generator_settle();
-	proc_exit(0);
+	for (;;)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SNOWFLAKE_WINDOW_MS / 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		generator_keep_ahead();
+	}
 }
 
 static void
-register_settle_worker(void)
+register_keeper(void)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "snowflake", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "snowflake_settle_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "snowflake high-water mark", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "snowflake", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "snowflake_keeper_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "snowflake keeper", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "snowflake keeper", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
 }
 
@@ -367,7 +388,7 @@ _PG_init(void)
 	define_layout_setting();
 	define_runtime_settings();
 	MarkGUCPrefixReserved("snowflake");
-	register_settle_worker();
+	register_keeper();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = snowflake_shmem_request;

@@ -45,6 +45,7 @@ extern bool generator_attached(void);
 extern int64 generator_next(void);
 extern void generator_status(GeneratorStatus *st);
 extern void generator_settle(void);
+extern void generator_keep_ahead(void);
 
 /* schemes.c: DecimalId and node-partitioned IDs */
 extern Size schemes_shmem_size(void);
