@@ -29,6 +29,8 @@ install_deps() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")
 	done
+	# node and npm for the JavaScript client test, Debian's if none is there
+	command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 	if [ ${#missing[@]} -gt 0 ]; then
 		say "installing ${missing[*]}"
 		as_root apt-get update -qq

@@ -75,6 +75,25 @@ fi
 passed=$((passed + ${tests:-0} - tfail))
 failed=$((failed + tfail))
 
+# A real JavaScript client: node-postgres from npm.
+say "JavaScript client (node-postgres)"
+dir=$(pg_workdir js)
+servers+=("$dir")
+start_server "$dir" yes "snowflake.worker_id = 7"
+cp "$SRC/test/js/package.json" "$SRC/test/js/package-lock.json" "$SRC/test/js/json.test.mjs" "$WORK/"
+if (cd "$WORK" && npm ci --no-audit --no-fund >"$WORK/npm.log" 2>&1 &&
+	psql_at "$dir" -d postgres -qc 'CREATE EXTENSION snowflake' &&
+	PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres node --test json.test.mjs 2>&1 | tee "$WORK/js.out"); then :; fi
+js_pass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$WORK/js.out" 2>/dev/null)
+js_fail=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$WORK/js.out" 2>/dev/null)
+if [ -z "$js_pass" ]; then
+	tail -n 20 "$WORK/npm.log"
+	js_pass=0 js_fail=1
+fi
+passed=$((passed + js_pass))
+failed=$((failed + js_fail))
+stop_server "$dir"
+
 # The benchmark's smoke run proves the suite works; it asserts no timing.
 say "benchmark suite, quick run"
 if QUICK=1 BENCH_OUT="$WORK/bench" bash "$SRC/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
