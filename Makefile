@@ -3,13 +3,16 @@
 #   make demo       install what is missing, build, start a throwaway server, show IDs
 #   make test       the same set-up, then every regression and TAP test
 #   make bench      the benchmark suite (make bench-quick: a smoke run)
+#   make deb        build the Debian package, install it, test it
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
 MODULE_big = snowflake
 OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o src/persist.o \
 	src/schemes.o src/obfuscate.o
-DATA = $(wildcard sql/snowflake--*.sql)
+# every install and update script, by name (a wildcard misses them in the
+# out-of-tree builds of Debian's pg_buildext)
+DATA = sql/snowflake--1.0.sql
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
@@ -31,7 +34,13 @@ endif
 
 $(OBJS): src/layout.h src/snowflake.h src/persist.h
 
-.PHONY: demo demo-stop test bench bench-quick
+# out-of-tree builds need the object directory
+$(OBJS): | objdir
+.PHONY: objdir
+objdir:
+	@mkdir -p src
+
+.PHONY: demo demo-stop test bench bench-quick deb
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -47,3 +56,6 @@ bench:
 
 bench-quick:
 	PG_MAJOR=$(PG_MAJOR) QUICK=1 bash test/bench/run.sh
+
+deb:
+	PG_MAJOR=$(PG_MAJOR) bash test/deb.sh

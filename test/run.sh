@@ -94,6 +94,17 @@ passed=$((passed + js_pass))
 failed=$((failed + js_fail))
 stop_server "$dir"
 
+# The Debian package: built, installed, and the regression suite run against it.
+say "Debian package"
+if DEB_OUT="$WORK" bash "$SRC/test/deb.sh" >"$WORK/deb.log" 2>&1; then
+	grep -E 'install ok installed|All [0-9]+ tests passed|^package:' "$WORK/deb.log"
+	echo "ok: postgresql-$PG_MAJOR-snowflake built, installed and tested"
+	passed=$((passed + 1))
+else
+	tail -n 40 "$WORK/deb.log"
+	failed=$((failed + 1))
+fi
+
 # The benchmark's smoke run proves the suite works; it asserts no timing.
 say "benchmark suite, quick run"
 if QUICK=1 BENCH_OUT="$WORK/bench" bash "$SRC/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&

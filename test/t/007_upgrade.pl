@@ -1,0 +1,46 @@
+# ALTER EXTENSION snowflake UPDATE from every released version: each ends
+# with exactly the objects, definitions and comments of a fresh install.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+my $node = snowflake_node('upgrade');
+$node->start;
+
+# everything the extension owns, as text
+my $catalog = q{
+	SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+		SELECT pg_describe_object(classid, objid, 0) || ' ' ||
+			   coalesce(obj_description(objid, classid::regclass::text), '') ||
+			   CASE WHEN classid = 'pg_proc'::regclass THEN ' ' || pg_get_functiondef(objid) ELSE '' END AS x
+		FROM pg_depend
+		WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+		  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake')) s};
+
+my $default = $node->safe_psql('postgres',
+	"SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake'");
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION snowflake');
+my $fresh = $node->safe_psql('fresh', $catalog);
+ok(length($fresh) > 1000, "a fresh install of $default has its objects");
+
+my @versions = split /\n/, $node->safe_psql('postgres',
+	"SELECT version FROM pg_available_extension_versions WHERE name = 'snowflake' ORDER BY version");
+ok(scalar(@versions) >= 1, 'released versions: ' . join(', ', @versions));
+for my $v (@versions)
+{
+	my $db = "from_" . ($v =~ s/\W/_/gr);
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION snowflake VERSION '$v'");
+	$node->safe_psql($db, 'ALTER EXTENSION snowflake UPDATE');
+	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'snowflake'"),
+		$default, "$v updates to $default");
+	is($node->safe_psql($db, $catalog), $fresh, "$v updated has the objects of a fresh $default");
+	ok($node->safe_psql($db, 'SELECT snowflake_nextval() > 0'), "$v updated generates");
+}
+
+$node->stop;
+done_testing();
