@@ -8,8 +8,8 @@
 
 EXTENSION = snowflake
 MODULE_big = snowflake
-OBJS = src/snowflake.o src/layout.o src/generator.o src/functions.o src/persist.o \
-	src/schemes.o src/obfuscate.o
+OBJS = src/snowflake.o src/layout.o src/generator.o src/mark.o src/functions.o \
+	src/persist.o src/schemes.o src/obfuscate.o
 # every install and update script, by name (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext)
 DATA = sql/snowflake--1.0.sql
@@ -32,7 +32,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-$(OBJS): src/layout.h src/snowflake.h src/persist.h
+$(OBJS): src/layout.h src/snowflake.h src/persist.h src/state.h
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

@@ -97,32 +97,30 @@ check_domain(const char *fname, int64 id)
 				 errdetail("The permutation maps [1, 9223372036854775807] onto itself.")));
 }
 
-Datum
-snowflake_obfuscate(PG_FUNCTION_ARGS)
+/* Apply the permutation or its inverse, walking until back in the domain. */
+static int64
+walk(const char *fname, int64 id, int64 key, bool forward)
 {
-	int64		id = PG_GETARG_INT64(0);
 	uint64		k[ROUNDS];
 	uint64		x;
 
-	check_domain("snowflake_obfuscate", id);
-	round_keys(PG_GETARG_INT64(1), k);
-	x = permute((uint64) id - 1, k);
-	while (x >= DOMAIN_END)
-		x = permute(x, k);
-	PG_RETURN_INT64((int64) (x + 1));
+	check_domain(fname, id);
+	round_keys(key, k);
+	x = (uint64) id - 1;
+	do
+		x = forward ? permute(x, k) : unpermute(x, k);
+	while (x >= DOMAIN_END);
+	return (int64) (x + 1);
+}
+
+Datum
+snowflake_obfuscate(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(walk("snowflake_obfuscate", PG_GETARG_INT64(0), PG_GETARG_INT64(1), true));
 }
 
 Datum
 snowflake_deobfuscate(PG_FUNCTION_ARGS)
 {
-	int64		id = PG_GETARG_INT64(0);
-	uint64		k[ROUNDS];
-	uint64		x;
-
-	check_domain("snowflake_deobfuscate", id);
-	round_keys(PG_GETARG_INT64(1), k);
-	x = unpermute((uint64) id - 1, k);
-	while (x >= DOMAIN_END)
-		x = unpermute(x, k);
-	PG_RETURN_INT64((int64) (x + 1));
+	PG_RETURN_INT64(walk("snowflake_deobfuscate", PG_GETARG_INT64(0), PG_GETARG_INT64(1), false));
 }

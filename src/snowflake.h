@@ -41,9 +41,10 @@ typedef struct GeneratorStatus
 
 extern Size generator_shmem_size(void);
 extern void generator_shmem_init(void);
-extern bool generator_attached(void);
 extern int64 generator_next(void);
 extern void generator_status(GeneratorStatus *st);
+
+/* mark.c: the durable high-water mark */
 extern void generator_settle(void);
 extern void generator_keep_ahead(void);
 
