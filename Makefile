@@ -32,7 +32,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-$(OBJS): src/layout.h src/snowflake.h src/persist.h src/state.h
+$(OBJS): src/layout.h src/snowflake.h src/persist.h src/state.h src/compat.h
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

@@ -35,6 +35,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "snowflake.h"
 #include "state.h"
 
@@ -144,7 +145,7 @@ count(pg_atomic_uint64 *counter)
 static inline CounterSlot *
 my_slot(void)
 {
-	int			i = MyProc ? MyProc->pgprocno : 0;
+	int			i = MyProcNumber >= 0 ? MyProcNumber : 0;
 
 	return &snowflake_shared->slots[i < snowflake_shared->nslots ? i : 0];
 }
