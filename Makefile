@@ -8,11 +8,11 @@
 
 EXTENSION = snowflake
 MODULE_big = snowflake
-OBJS = src/snowflake.o src/layout.o src/generator.o src/mark.o src/functions.o \
-	src/persist.o src/schemes.o src/obfuscate.o
+OBJS = src/snowflake.o src/settings.o src/layout.o src/mark.o src/generator.o \
+	src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o
 # every install and update script, by name (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext)
-DATA = sql/snowflake--1.0.sql
+DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.0--1.1.sql
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
@@ -32,7 +32,8 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-$(OBJS): src/layout.h src/snowflake.h src/persist.h src/state.h src/compat.h
+$(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
+	src/snowflake.h src/state.h
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

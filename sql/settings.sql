@@ -13,7 +13,7 @@ SET snowflake.layout = 'twitter';
 
 -- out of range values are refused when set
 ALTER SYSTEM SET snowflake.worker_id = 1024;
-ALTER SYSTEM SET snowflake.worker_id = -1;
+ALTER SYSTEM SET snowflake.worker_id = -2;
 ALTER SYSTEM SET snowflake.max_run_ahead_ms = -2;
 ALTER SYSTEM SET snowflake.max_clock_backward_ms = -1;
 ALTER SYSTEM SET snowflake.max_clock_backward_ms = '2h';
@@ -46,3 +46,18 @@ SELECT pg_reload_conf();
 SELECT pg_sleep(0.5);
 SHOW snowflake.worker_id;
 SELECT (snowflake_decode(snowflake_nextval())).worker_id;
+
+-- the worker id in force is the node's, changed in one step by a reload
+SELECT snowflake_worker_id();
+
+-- -1 means not set: the node refuses to generate rather than guess
+ALTER SYSTEM SET snowflake.worker_id = -1;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT snowflake_nextval();
+SELECT snowflake_worker_id();
+SELECT worker_id IS NULL AS unset FROM snowflake_status;
+ALTER SYSTEM RESET snowflake.worker_id;
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.5);
+SELECT snowflake_worker_id();

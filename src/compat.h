@@ -12,6 +12,7 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/guc_tables.h"
 #include "utils/wait_event.h"
 
 /* 17 replaced PGPROC.pgprocno by ProcNumber and MyProcNumber */
@@ -21,10 +22,30 @@
 
 /*
  * 17 lets an extension name its own wait events; before, they all show as
- * "Extension".  snowflake_wait_event() returns the named one where it can.
+ * "Extension".  *cache keeps the number a name got in this process.
  */
+static inline uint32
+compat_wait_event(const char *name, uint32 *cache)
+{
 #if PG_VERSION_NUM >= 170000
-#define SNOWFLAKE_NAMED_WAIT_EVENTS 1
+	if (*cache == 0)
+		*cache = WaitEventExtensionNew(name);
+	return *cache;
+#else
+	return PG_WAIT_EXTENSION;
 #endif
+}
+
+/* 16 made get_guc_variables() return its length */
+static inline struct config_generic **
+compat_guc_variables(int *n)
+{
+#if PG_VERSION_NUM >= 160000
+	return get_guc_variables(n);
+#else
+	*n = GetNumConfigOptions();
+	return get_guc_variables();
+#endif
+}
 
 #endif							/* SNOWFLAKE_COMPAT_H */

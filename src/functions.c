@@ -2,7 +2,8 @@
  *
  * functions.c
  *	  The SQL-callable functions: generating, decoding, range bounds,
- *	  status and the list of layouts.
+ *	  status, the list of layouts and the repair of the state file.  They
+ *	  check their arguments and call the generator, mark.c or the layouts.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,7 +15,9 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "settings.h"
 #include "snowflake.h"
+#include "state.h"
 
 PG_FUNCTION_INFO_V1(snowflake_nextval);
 PG_FUNCTION_INFO_V1(snowflake_currval);
@@ -26,6 +29,8 @@ PG_FUNCTION_INFO_V1(snowflake_from_timestamp);
 PG_FUNCTION_INFO_V1(snowflake_from_timestamp_layout);
 PG_FUNCTION_INFO_V1(snowflake_status);
 PG_FUNCTION_INFO_V1(snowflake_layouts);
+PG_FUNCTION_INFO_V1(snowflake_repair_state);
+PG_FUNCTION_INFO_V1(snowflake_worker_id_fn);
 
 /* the last ID snowflake_nextval() returned in this session */
 static int64 session_last_id = 0;
@@ -58,7 +63,7 @@ layout_arg(text *name)
 static const SnowflakeLayout *
 server_layout(void)
 {
-	snowflake_check_layout();
+	settings_require_usable();
 	return snowflake_layout;
 }
 
@@ -66,9 +71,7 @@ server_layout(void)
 static void
 check_id(const SnowflakeLayout *l, int64 id)
 {
-	int64		max_id = layout_compose(l, layout_max_tick(l),
-										layout_max_worker(l),
-										layout_max_seq(l));
+	int64		max_id = layout_max_id(l);
 
 	if (id <= 0)
 		ereport(ERROR,
@@ -205,7 +208,8 @@ snowflake_status(PG_FUNCTION_ARGS)
 	generator_status(&st);
 	memset(nulls, 0, sizeof(nulls));
 
-	values[i++] = Int32GetDatum(snowflake_worker_id);
+	nulls[i] = st.worker_id < 0;
+	values[i++] = Int32GetDatum(st.worker_id);
 	values[i++] = CStringGetTextDatum(snowflake_layout->name);
 	nulls[i] = nulls[i + 1] = (st.last_id == 0);
 	values[i++] = Int64GetDatum(st.last_id);
@@ -251,11 +255,28 @@ snowflake_layouts(PG_FUNCTION_ARGS)
 		values[4] = Int64GetDatum(l->tick_ms);
 		values[5] = TimestampTzGetDatum(layout_tick_to_timestamptz(l, 0));
 		values[6] = TimestampTzGetDatum(layout_tick_to_timestamptz(l, layout_max_tick(l) + 1));
-		values[7] = Int64GetDatum(layout_compose(l, layout_max_tick(l),
-												 layout_max_worker(l),
-												 layout_max_seq(l)));
+		values[7] = Int64GetDatum(layout_max_id(l));
 		values[8] = CStringGetTextDatum(l->description);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * snowflake_repair_state(above bigint): the operator's way out of a
+ * damaged state file.  Superuser only (the SQL script revokes it from
+ * PUBLIC).
+ */
+Datum
+snowflake_repair_state(PG_FUNCTION_ARGS)
+{
+	(void) generator_require_ready();
+	PG_RETURN_INT64(mark_repair(PG_GETARG_INT64(0)));
+}
+
+/* snowflake_worker_id(): the worker id in force, or why there is none. */
+Datum
+snowflake_worker_id_fn(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT32(generator_require_ready());
 }

@@ -1,19 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * generator.c
- *	  The node's generator state in shared memory, the lock-free hot path
- *	  and the policy for a clock that is behind the IDs already issued.
+ *	  The lock-free hot path that issues the node's IDs, and the policy for
+ *	  a clock that is behind the IDs already issued.
  *
- * The whole state is the last ID issued on this node, in one 64-bit atomic
- * word.  A new ID is computed from it and installed with one
+ * The state is the last ID issued on this node, in one 64-bit atomic word
+ * (state.h).  A new ID is computed from it and installed with one
  * compare-and-swap, so every ID the node issues is greater than every ID it
- * issued before, whichever backend or database asks.  Beside it sits the
+ * issued before, whichever backend or database asks.  Beside it sit the
  * highest clock reading seen, which tells a clock that went backwards from
- * a generator that ran ahead of the clock on purpose.
+ * a generator that ran ahead of the clock on purpose; the worker id in
+ * force; and the durable reservation (mark.c), which an ID may not pass.
  *
- * The IDs a node may issue are bounded by a durable reservation (mark.c):
- * the hot path compares each new ID against one more word on the same
- * cache line, and only an ID beyond it goes to mark.c.
+ * The policy, when an ID would carry a time ahead of the clock: issue it if
+ * max_run_ahead_ms allows; otherwise wait for the clock if the wait is
+ * short (the next tick, a step back within max_clock_backward_ms, or the
+ * rest of a reservation after a crash); otherwise refuse.  A wait is
+ * judged again at every wake-up, against a deadline on the monotonic
+ * clock, so it never outlasts the policy whatever the wall clock does.
  *
  * Statistics are kept per backend slot, each written only by its owner, so
  * counting adds no shared write to the hot path; readers add the slots up.
@@ -22,114 +26,31 @@
  */
 #include "postgres.h"
 
-#include <time.h>
-
-#include "access/twophase.h"
 #include "access/xlog.h"
 #include "common/pg_prng.h"
 #include "miscadmin.h"
-#include "port/atomics.h"
-#include "storage/ipc.h"
-#include "storage/proc.h"
-#include "storage/s_lock.h"
-#include "storage/shmem.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/timestamp.h"
 
+#include "clock.h"
 #include "compat.h"
+#include "settings.h"
 #include "snowflake.h"
 #include "state.h"
-
-GeneratorShared *snowflake_shared = NULL;
 
 /* What to do with a candidate ID that is ahead of the clock. */
 typedef enum Verdict
 {
 	ISSUE,
 	WAIT,
-	REFUSE_CLOCK_BACK,
-	REFUSE_AHEAD
+	REFUSE
 } Verdict;
 
-static int
-slot_count(void)
-{
-	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-}
+/* waits under this many microseconds spin: a sleep would overshoot them */
+#define SPIN_US		2000
 
-/* Raise a shared maximum; lock-free, used off the hot path only. */
-void
-atomic_raise(pg_atomic_uint64 *ptr, uint64 value)
-{
-	uint64		cur = pg_atomic_read_u64(ptr);
-
-	while (cur < value)
-	{
-		if (pg_atomic_compare_exchange_u64(ptr, &cur, value))
-			break;
-	}
-}
-
-/* Unix time in ms; clock_gettime is a vDSO call, no system call. */
-int64
-clock_unix_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline int64
-clock_unix_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-Size
-generator_shmem_size(void)
-{
-	return add_size(offsetof(GeneratorShared, slots),
-					mul_size(slot_count(), sizeof(CounterSlot)));
-}
-
-/* Called with AddinShmemInitLock held. */
-void
-generator_shmem_init(void)
-{
-	bool		found;
-
-	snowflake_shared = ShmemInitStruct("snowflake generator", generator_shmem_size(), &found);
-	if (found)
-		return;
-
-	pg_atomic_init_u64(&snowflake_shared->last_id, 0);
-	pg_atomic_init_u64(&snowflake_shared->seen_tick, 0);
-	pg_atomic_init_u64(&snowflake_shared->extend_at, 0);
-	pg_atomic_init_u64(&snowflake_shared->reserved, 0);
-	snowflake_shared->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
-	snowflake_shared->floor_done = false;
-	snowflake_shared->state_broken = false;
-	snowflake_shared->prev_layout[0] = '\0';
-	pg_atomic_init_u64(&snowflake_shared->back_counted_tick, 0);
-	pg_atomic_init_u64(&snowflake_shared->clock_back_events, 0);
-	pg_atomic_init_u64(&snowflake_shared->clock_back_max_ms, 0);
-	snowflake_shared->started = GetCurrentTimestamp();
-	snowflake_shared->nslots = slot_count();
-	for (int i = 0; i < snowflake_shared->nslots; i++)
-	{
-		pg_atomic_init_u64(&snowflake_shared->slots[i].c.issued, 0);
-		pg_atomic_init_u64(&snowflake_shared->slots[i].c.waits, 0);
-		pg_atomic_init_u64(&snowflake_shared->slots[i].c.run_ahead_ids, 0);
-		pg_atomic_init_u64(&snowflake_shared->slots[i].c.refused, 0);
-	}
-	mark_load(snowflake_layout);
-
-	if (!IsUnderPostmaster)
-		on_shmem_exit(mark_shutdown, (Datum) 0);
-}
+static uint32 wait_event_clock = 0;
 
 /*
  * Add one to a counter of this backend's slot.  The slot has one writer, so
@@ -145,19 +66,15 @@ count(pg_atomic_uint64 *counter)
 static inline CounterSlot *
 my_slot(void)
 {
-	int			i = MyProcNumber >= 0 ? MyProcNumber : 0;
+	int			i = MyProcNumber;
 
-	return &snowflake_shared->slots[i < snowflake_shared->nslots ? i : 0];
+	return &snowflake_shared->slots[i >= 0 && i < snowflake_shared->nslots ? i : 0];
 }
 
 static char *
 unix_ms_to_str(int64 unix_ms)
 {
-	const SnowflakeLayout *l = snowflake_layout;
-
-	/* any layout converts ms the same way; go through tick 0 of this one */
-	return pstrdup(timestamptz_to_str(layout_tick_to_timestamptz(l, 0) +
-									  (unix_ms - l->epoch_ms) * 1000));
+	return pstrdup(timestamptz_to_str((unix_ms - PG_EPOCH_UNIX_MS) * 1000));
 }
 
 /*
@@ -177,32 +94,35 @@ first_seq(const SnowflakeLayout *l)
 }
 
 /*
- * Wait until the clock reads unix_ms.  The common wait, for the next tick
- * after a tick's sequence numbers ran out, is shorter than the timer
- * slack of a sleep, so short waits spin on the clock (as ShardingSphere's
- * generator does); longer ones sleep.  Interrupts are served either way.
+ * Sleep towards unix_ms, but not past the next time the policy must be
+ * judged again.  Short waits spin on the clock (a sleep overshoots them);
+ * longer ones sleep on the latch.  Interrupts are served either way.
  */
 static void
-wait_until(int64 unix_ms)
+wait_towards(int64 unix_ms)
 {
-	int			spins = 0;
+	int64		left = unix_ms * 1000 - clock_unix_us();
+	uint32		we = compat_wait_event("SnowflakeClock", &wait_event_clock);
 
-	for (;;)
+	if (left <= 0)
+		return;
+	if (left > SPIN_US)
 	{
-		int64		left = unix_ms * 1000 - clock_unix_us();
+		/* wake at least every 10 ms to see where the clock went */
+		long		ms = (long) Min((left - SPIN_US / 2) / 1000, 10);
 
-		if (left <= 0)
-			return;
-		if (left > 2000)
-		{
-			CHECK_FOR_INTERRUPTS();
-			pg_usleep(Min(left - 1000, 100000));
-		}
-		else if (++spins % 1024 == 0)
-			CHECK_FOR_INTERRUPTS();
-		else
-			pg_spin_delay();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(ms, 1), we);
+		ResetLatch(MyLatch);
 	}
+	else
+	{
+		pgstat_report_wait_start(we);
+		for (int spins = 0; clock_unix_us() < unix_ms * 1000 && spins < 100000; spins++)
+			pg_spin_delay();
+		pgstat_report_wait_end();
+	}
+	CHECK_FOR_INTERRUPTS();
 }
 
 /* Count one episode of the clock going back, once across all backends. */
@@ -219,57 +139,54 @@ note_clock_back(int64 seen, int64 back_ms)
 }
 
 /*
- * Decide about a candidate tick that is ahead of the clock, either because
- * this tick's sequence is used up or because the clock is behind the last
- * ID.  back_ms is how far the clock is behind the highest reading seen
- * (0 when it has not gone backwards).  *until_ms is set to the time at
- * which waiting ends.
+ * Judge a candidate tick that is ahead of the clock (now).  *until_ms is set
+ * to the clock time at which the candidate may be issued, *limit_ms to how
+ * long the policy lets a call wait for it.
  */
 static Verdict
-judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 seen,
-	  int64 back_ms, int64 *until_ms)
+judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
+	  bool clock_back, int64 *until_ms, int64 *limit_ms)
 {
 	int64		ahead_ms = (tick - now) * l->tick_ms;
 	int64		allowed_ms = snowflake_max_run_ahead_ms;
 
-	/* a small step back is waited out, as ShardingSphere does */
-	if (back_ms > 0 && back_ms <= snowflake_max_clock_backward_ms)
-	{
-		*until_ms = layout_tick_to_unix_ms(l, seen);
-		return WAIT;
-	}
 	if (allowed_ms < 0 || ahead_ms <= allowed_ms)
 		return ISSUE;
 
-	/* the clock must reach the candidate's tick, less what may run ahead */
 	*until_ms = layout_tick_to_unix_ms(l, tick - allowed_ms / l->tick_ms);
-	if (back_ms > 0)
-		return REFUSE_CLOCK_BACK;
+
 	/*
-	 * The clock did not go back: the generator is ahead because a tick was
-	 * used up, or it resumed from a reservation after a crash.  Wait, but
-	 * not for longer than a reservation reaches.
+	 * Waiting for the next tick is always allowed, and a step back of the
+	 * clock within max_clock_backward_ms is waited out.  When the clock did
+	 * not go back, the lead comes from this node's own IDs (a reservation
+	 * resumed after a crash, a run-ahead that was allowed before a reload):
+	 * it is waited out for up to a window.
 	 */
-	if (ahead_ms - allowed_ms <= Max(SNOWFLAKE_WINDOW_MS, snowflake_max_clock_backward_ms))
-		return WAIT;
-	return REFUSE_AHEAD;
+	*limit_ms = Max(snowflake_max_clock_backward_ms, l->tick_ms);
+	if (!clock_back)
+		*limit_ms = Max(*limit_ms, SNOWFLAKE_WINDOW_MS);
+	return *until_ms - now_ms <= *limit_ms ? WAIT : REFUSE;
 }
 
 static void
-refuse(Verdict v, const SnowflakeLayout *l, int64 last_tick, int64 now_ms,
-	   int64 back_ms, int64 ahead_ms, int64 until_ms)
+refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
+	   int64 now, int64 until_ms, bool timed_out)
 {
+	const char *waited = timed_out ?
+		" A wait for the clock ran out: the clock did not advance as expected." : "";
+
 	count(&my_slot()->c.refused);
 
-	if (v == REFUSE_CLOCK_BACK)
+	if (seen > now)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("system clock moved backwards by " INT64_FORMAT " ms", back_ms),
+				 errmsg("system clock moved backwards by " INT64_FORMAT " ms",
+						(seen - now) * l->tick_ms),
 				 errdetail("The last snowflake ID carries the time %s and the clock reads %s; "
-						   "IDs can be issued again when the clock reaches %s.",
+						   "IDs can be issued again when the clock reaches %s.%s",
 						   unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
 						   unix_ms_to_str(now_ms),
-						   unix_ms_to_str(until_ms)),
+						   unix_ms_to_str(until_ms), waited),
 				 errhint("snowflake.max_clock_backward_ms (%d ms) limits waiting for the clock and snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
 						 snowflake_max_clock_backward_ms,
 						 snowflake_max_run_ahead_ms)));
@@ -286,24 +203,44 @@ refuse(Verdict v, const SnowflakeLayout *l, int64 last_tick, int64 now_ms,
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock",
-					ahead_ms),
+					(last_tick - now) * l->tick_ms),
 			 errdetail("The last snowflake ID carries the time %s and the clock reads %s; "
-					   "IDs can be issued again when the clock reaches %s.",
+					   "IDs can be issued again when the clock reaches %s.%s",
 					   unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
 					   unix_ms_to_str(now_ms),
-					   unix_ms_to_str(until_ms)),
+					   unix_ms_to_str(until_ms), waited),
 			 errhint("snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of the clock; raise it to keep generating.",
 					 snowflake_max_run_ahead_ms)));
 }
 
-static void
-not_preloaded(void)
+/* Refuse unless this node may generate at all; returns its worker id. */
+int
+generator_require_ready(void)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
-			 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
-			 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
+	int			worker;
+
+	if (unlikely(snowflake_shared == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
+				 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
+				 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
+	if (unlikely(!snowflake_shared->usable))
+		settings_require_usable();
+	if (unlikely(RecoveryInProgress()))
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot generate snowflake IDs during recovery"),
+				 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
+				 errhint("Generate IDs on the primary, or promote this standby first.")));
+	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
+	if (unlikely(worker == WORKER_ID_UNSET))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake.worker_id is not set"),
+				 errdetail("Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs."),
+				 errhint("Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload.")));
+	return worker;
 }
 
 /*
@@ -313,32 +250,30 @@ int64
 generator_next(void)
 {
 	const SnowflakeLayout *l = snowflake_layout;
-	int64		worker = snowflake_worker_id;
-	bool		fresh_clock = false;
+	int64		deadline_us = 0;
 	uint64		old;
 
-	if (unlikely(snowflake_shared == NULL))
-		not_preloaded();
-	if (unlikely(snowflake_layout_problem != NULL))
-		snowflake_check_layout();
-	if (unlikely(RecoveryInProgress()))
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot generate snowflake IDs during recovery"),
-				 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
-				 errhint("Generate IDs on the primary, or promote this standby first.")));
+	(void) generator_require_ready();
 
 	old = pg_atomic_read_u64(&snowflake_shared->last_id);
 	for (;;)
 	{
+		/*
+		 * The shared words are read before the clock: any reading in them
+		 * was taken before ours, so a seen tick above ours is a clock that
+		 * went back, not another backend that read the clock after us.
+		 */
+		int64		seen = (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick);
+		int64		worker = (int64) (int32) pg_atomic_read_u32(&snowflake_shared->worker);
 		int64		now_ms = clock_unix_ms();
 		int64		now = layout_unix_ms_to_tick(l, now_ms);
-		int64		seen = (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick);
 		int64		last_tick = layout_tick(l, (int64) old);
 		int64		tick;
 		int64		seq;
 		int64		id;
 
+		if (unlikely(worker == WORKER_ID_UNSET))
+			(void) generator_require_ready();
 		if (unlikely(now < 0))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
@@ -379,44 +314,40 @@ generator_next(void)
 
 		if (tick > now)
 		{
-			int64		back_ms;
 			int64		until_ms = 0;
+			int64		limit_ms = 0;
 			Verdict		v;
 
-			/*
-			 * Another backend may have read the clock a moment after us and
-			 * moved the state on; read it again before judging.
-			 */
-			if (!fresh_clock)
-			{
-				fresh_clock = true;
-				old = pg_atomic_read_u64(&snowflake_shared->last_id);
-				continue;
-			}
-			fresh_clock = false;
-
-			back_ms = seen > now ? (seen - now) * l->tick_ms : 0;
-			if (back_ms > 0)
-				note_clock_back(seen, back_ms);
-			v = judge(l, tick, now, seen, back_ms, &until_ms);
+			if (seen > now)
+				note_clock_back(seen, (seen - now) * l->tick_ms);
+			v = judge(l, tick, now, now_ms, seen > now, &until_ms, &limit_ms);
 			if (v == WAIT)
 			{
-				count(&my_slot()->c.waits);
-				wait_until(until_ms);
+				int64		mono = clock_monotonic_us();
+
+				/* the policy bounds the whole wait, not each slice of it */
+				if (deadline_us == 0)
+				{
+					deadline_us = mono + limit_ms * 1000 + SPIN_US;
+					count(&my_slot()->c.waits);
+				}
+				else if (mono > deadline_us)
+					refuse(l, last_tick, now_ms, seen, now, until_ms, true);
+				wait_towards(until_ms);
 				old = pg_atomic_read_u64(&snowflake_shared->last_id);
 				continue;
 			}
-			if (v != ISSUE)
-				refuse(v, l, last_tick, now_ms, back_ms,
-					   (tick - now) * l->tick_ms, until_ms);
+			if (v == REFUSE)
+				refuse(l, last_tick, now_ms, seen, now, until_ms, false);
 		}
 
 		id = layout_compose(l, tick, worker, seq);
 		if (unlikely((uint64) id > pg_atomic_read_u64(&snowflake_shared->extend_at)))
 		{
 			bool		must = (uint64) id > pg_atomic_read_u64(&snowflake_shared->reserved);
+			ReserveResult r = mark_reserve(l, id, must);
 
-			if (mark_reserve(l, id, must) || must)
+			if (r == RESERVE_MOVED || (must && r != RESERVE_DONE))
 			{
 				old = pg_atomic_read_u64(&snowflake_shared->last_id);
 				continue;
@@ -439,14 +370,17 @@ void
 generator_status(GeneratorStatus *st)
 {
 	const SnowflakeLayout *l = snowflake_layout;
-	int64		last_tick;
+	int64		last;
 	int64		now;
 
 	memset(st, 0, sizeof(*st));
 	if (snowflake_shared == NULL)
-		not_preloaded();
+		(void) generator_require_ready();
 
-	st->last_id = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	st->worker_id = (int) (int32) pg_atomic_read_u32(&snowflake_shared->worker);
+	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	/* what was issued since start; the floor it resumed from was not */
+	st->last_id = last > snowflake_shared->resumed_from ? last : 0;
 	st->high_water_mark = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	for (int i = 0; i < snowflake_shared->nslots; i++)
 	{
@@ -460,7 +394,6 @@ generator_status(GeneratorStatus *st)
 	st->started = snowflake_shared->started;
 
 	now = layout_unix_ms_to_tick(l, clock_unix_ms());
-	last_tick = layout_tick(l, st->last_id);
-	st->run_ahead_ms = st->last_id > 0 && last_tick > now ?
-		(last_tick - now) * l->tick_ms : 0;
+	st->run_ahead_ms = last > 0 && layout_tick(l, last) > now ?
+		(layout_tick(l, last) - now) * l->tick_ms : 0;
 }

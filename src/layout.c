@@ -1,22 +1,24 @@
 /*-------------------------------------------------------------------------
  *
  * layout.c
- *	  The layout presets and the conversions between ticks and timestamps.
+ *	  The layout presets, the custom layout built from settings, their
+ *	  validation, and the conversions between ticks and timestamps.
  *
  * Each preset reproduces the ID format of an existing generator exactly, so
- * IDs made elsewhere decode and sort together with ours.
+ * IDs made elsewhere decode and sort together with ours.  Nothing here
+ * raises an error: the postmaster builds layouts while it reads its
+ * settings, so problems come back as text for the caller to report.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "common/int.h"
+#include "utils/datetime.h"
 #include "utils/timestamp.h"
 
 #include "layout.h"
 
-/* Unix ms of 2000-01-01, PostgreSQL's timestamp epoch */
-#define PG_EPOCH_UNIX_MS	INT64CONST(946684800000)
 
 static SnowflakeLayout presets[] = {
 	{"shardingsphere", 41, 10, 12, false, INT64CONST(1477958400000), 1,
@@ -97,6 +99,13 @@ layout_finish(SnowflakeLayout *l, char **why)
 				 "The time and sequence fields need at least 1 bit each and the worker field at least 0.");
 		return false;
 	}
+	/* decoding returns the worker and sequence as integer */
+	if (l->worker_bits > 31 || l->seq_bits > 31)
+	{
+		snprintf(buf, sizeof(buf),
+				 "The worker and sequence fields may have at most 31 bits each.");
+		return false;
+	}
 	if (l->time_bits + l->worker_bits + l->seq_bits > 64 ||
 		l->worker_bits + l->seq_bits > 62)
 	{
@@ -111,9 +120,9 @@ layout_finish(SnowflakeLayout *l, char **why)
 		snprintf(buf, sizeof(buf), "The time unit must be at least 1 ms.");
 		return false;
 	}
-	if (l->epoch_ms < 0)
+	if (l->epoch_ms < 0 || l->epoch_ms > LAYOUT_MAX_UNIX_MS)
 	{
-		snprintf(buf, sizeof(buf), "The epoch must not be before 1970-01-01.");
+		snprintf(buf, sizeof(buf), "The epoch must lie between 1970-01-01 and the end of timestamp with time zone.");
 		return false;
 	}
 
@@ -132,10 +141,13 @@ layout_finish(SnowflakeLayout *l, char **why)
 	l->max_tick = Min((int64) LAYOUT_MASK(l->time_bits),
 					  PG_INT64_MAX >> l->time_shift);
 
-	/* the layout's end of life must be a representable timestamp */
+	/*
+	 * The layout's end of life must be a representable timestamp.  Every
+	 * step is checked: a wide field times a long tick overflows int64.
+	 */
 	if (pg_mul_s64_overflow(layout_max_tick(l) + 1, l->tick_ms, &span) ||
 		pg_add_s64_overflow(l->epoch_ms, span, &end_ms) ||
-		!IS_VALID_TIMESTAMP((end_ms - PG_EPOCH_UNIX_MS) * 1000))
+		end_ms > LAYOUT_MAX_UNIX_MS)
 	{
 		snprintf(buf, sizeof(buf),
 				 "The time field outlasts the range of timestamp with time zone; use fewer time bits or a shorter time unit.");
@@ -143,6 +155,103 @@ layout_finish(SnowflakeLayout *l, char **why)
 	}
 	*why = NULL;
 	return true;
+}
+
+/*
+ * Parse an epoch given as "YYYY-MM-DD[ HH:MM:SS[.fff]]" in UTC, or as Unix
+ * milliseconds.  A date that does not exist (2024-02-31) is refused, not
+ * carried into the next month.
+ */
+static bool
+parse_epoch(const char *s, int64 *unix_ms)
+{
+	int			y,
+				mo,
+				d,
+				h = 0,
+				mi = 0,
+				sec = 0,
+				frac = 0,
+				n,
+				used = 0;
+	char		fracbuf[4] = "000";
+
+	if (s == NULL)
+		return false;
+	if (sscanf(s, "%d-%d-%d%n", &y, &mo, &d, &used) == 3)
+	{
+		const char *rest = s + used;
+		int			jy,
+					jm,
+					jd;
+
+		if (*rest == ' ' || *rest == 'T')
+		{
+			n = 0;
+			if (sscanf(rest + 1, "%d:%d:%d%n", &h, &mi, &sec, &n) != 3)
+				return false;
+			rest += 1 + n;
+			if (*rest == '.')
+			{
+				for (int i = 0; i < 3 && rest[1 + i] >= '0' && rest[1 + i] <= '9'; i++)
+					fracbuf[i] = rest[1 + i];
+				frac = atoi(fracbuf);
+				rest++;
+				while (*rest >= '0' && *rest <= '9')
+					rest++;
+			}
+		}
+		if (*rest != '\0' || y < 1970 || y > 200000 || mo < 1 || mo > 12 ||
+			d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
+			sec < 0 || sec > 59)
+			return false;
+		j2date(date2j(y, mo, d), &jy, &jm, &jd);
+		if (jy != y || jm != mo || jd != d)
+			return false;
+		*unix_ms = (int64) (date2j(y, mo, d) - UNIX_EPOCH_JDATE) * 86400000 +
+			(int64) h * 3600000 + mi * 60000 + sec * 1000 + frac;
+		return true;
+	}
+	n = 0;
+	if (sscanf(s, INT64_FORMAT "%n", unix_ms, &n) == 1 && s[n] == '\0' && n > 0)
+		return true;
+	return false;
+}
+
+/*
+ * Build the custom layout from its settings.  Returns false with *why set
+ * when it is unusable.
+ */
+bool
+layout_build_custom(SnowflakeLayout *l, int time_bits, int worker_bits,
+					int seq_bits, int tick_ms, bool seq_above_worker,
+					const char *epoch, int64 now_unix_ms, char **why)
+{
+	static char buf[256];
+
+	memset(l, 0, sizeof(*l));
+	l->name = "custom";
+	l->description = "from the snowflake.custom_* settings";
+	l->time_bits = time_bits;
+	l->worker_bits = worker_bits;
+	l->seq_bits = seq_bits;
+	l->tick_ms = tick_ms;
+	l->seq_above_worker = seq_above_worker;
+
+	*why = buf;
+	if (!parse_epoch(epoch, &l->epoch_ms))
+	{
+		snprintf(buf, sizeof(buf),
+				 "snowflake.custom_epoch \"%s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 on",
+				 epoch ? epoch : "");
+		return false;
+	}
+	if (l->epoch_ms > now_unix_ms)
+	{
+		snprintf(buf, sizeof(buf), "snowflake.custom_epoch is in the future");
+		return false;
+	}
+	return layout_finish(l, why);
 }
 
 TimestampTz

@@ -47,6 +47,11 @@ typedef struct SnowflakeFields
 
 #define LAYOUT_MASK(bits)	((((uint64) 1) << (bits)) - 1)
 
+/* Unix ms of 2000-01-01, PostgreSQL's timestamp epoch */
+#define PG_EPOCH_UNIX_MS	INT64CONST(946684800000)
+/* the last Unix ms a timestamp with time zone can hold */
+#define LAYOUT_MAX_UNIX_MS	(END_TIMESTAMP / 1000 - 1 + PG_EPOCH_UNIX_MS)
+
 static inline int64
 layout_max_tick(const SnowflakeLayout *l)
 {
@@ -149,6 +154,18 @@ extern const SnowflakeLayout *layout_default(void);
 extern const SnowflakeLayout *layout_find(const char *name);
 extern const SnowflakeLayout *layout_presets(int *count);
 extern bool layout_finish(SnowflakeLayout *l, char **why);
+extern bool layout_build_custom(SnowflakeLayout *l, int time_bits,
+								int worker_bits, int seq_bits, int tick_ms,
+								bool seq_above_worker, const char *epoch,
+								int64 now_unix_ms, char **why);
+
+/* The largest ID of a layout. */
+static inline int64
+layout_max_id(const SnowflakeLayout *l)
+{
+	return layout_compose(l, layout_max_tick(l), layout_max_worker(l),
+						  layout_max_seq(l));
+}
 
 extern TimestampTz layout_tick_to_timestamptz(const SnowflakeLayout *l,
 											  int64 tick);

@@ -1,14 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * persist.c
- *	  Durable state files in the data directory: the high-water mark
- *	  ($PGDATA/snowflake.state) and DecimalId's generator id.
+ *	  Small durable state files in the data directory: the high-water mark
+ *	  ($PGDATA/snowflake.state) and DecimalId's generator id.  This file
+ *	  knows nothing of what the records mean.
  *
- * The file holds an ID that no ID issued by this node exceeds, the highest
- * clock reading the node had seen, and the layout that wrote it.  DecimalId
- * keeps its generator id in a second file of the same form.  Each is one
- * record under a sector in size, checked by a CRC.  It is not WAL-logged: a server whose library is
- * removed from shared_preload_libraries ignores the file and starts.
+ * A file is two slots of one sector each.  A slot holds a record with a
+ * write counter and a CRC; writes alternate between the slots, and a
+ * reader takes the valid slot with the higher counter.  A write torn by a
+ * crash therefore damages only the slot being written, and the other still
+ * holds the record before it, which is all a caller relied on until the
+ * write returned.  The file is created whole (both slots, written to a
+ * temporary file and renamed into place), so a later write never needs a
+ * new disk block and cannot fail for a full disk, and a file that exists
+ * always held a good record once: an empty or unreadable one is damage,
+ * not a first start.
+ *
+ * The files are not WAL-logged: a server whose library is removed from
+ * shared_preload_libraries ignores them and starts.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,16 +33,26 @@
 #include "persist.h"
 
 #define STATE_MAGIC		0x534E4F57	/* "SNOW" */
-#define STATE_VERSION	1
+#define SLOT_SIZE		512
 #define MAX_PAYLOAD		256
 
-/* a file: magic, version, payload length, payload, CRC of all before it */
-typedef struct StateHeader
+/* version 1 (snowflake 1.0): one record, no counter, read for upgrades */
+typedef struct HeaderV1
 {
 	uint32		magic;
 	uint32		version;
 	uint32		length;
-} StateHeader;
+} HeaderV1;
+
+/* version 2: a slot is this header, the payload, then a CRC of both */
+typedef struct SlotHeader
+{
+	uint32		magic;
+	uint32		version;
+	uint32		length;
+	uint32		reserved;
+	uint64		writes;
+} SlotHeader;
 
 static pg_crc32c
 state_crc(const char *buf, size_t len)
@@ -46,21 +65,47 @@ state_crc(const char *buf, size_t len)
 	return crc;
 }
 
+static bool
+crc_ok(const char *buf, size_t len)
+{
+	pg_crc32c	crc;
+
+	memcpy(&crc, buf + len, sizeof(crc));
+	return EQ_CRC32C(crc, state_crc(buf, len));
+}
+
+/* Is one slot a good version-2 record of len bytes?  Sets *writes. */
+static bool
+slot_ok(const char *slot, size_t len, uint64 *writes)
+{
+	SlotHeader	h;
+
+	memcpy(&h, slot, sizeof(h));
+	if (h.magic != STATE_MAGIC || h.version != 2 || h.length != len ||
+		!crc_ok(slot, sizeof(h) + len))
+		return false;
+	*writes = h.writes;
+	return true;
+}
+
 /*
  * Read a state file into payload (len bytes).  Returns MARK_ABSENT when
- * there is no file, MARK_BROKEN (with *problem set) when it cannot be
- * trusted, MARK_OK otherwise.  Never raises an error: the postmaster calls
- * it.
+ * there is no file, MARK_BROKEN (with *problem set) when no record in it
+ * can be trusted, MARK_OK otherwise, with *writes the record's counter (0
+ * for a version-1 file, which the next write replaces).  Never raises an
+ * error: the postmaster calls it.
  */
 MarkResult
-persist_read_file(const char *path, void *payload, size_t len, const char **problem)
+persist_read_file(const char *path, void *payload, size_t len,
+				  uint64 *writes, const char **problem)
 {
-	char		buf[sizeof(StateHeader) + MAX_PAYLOAD + sizeof(pg_crc32c)];
-	size_t		want = sizeof(StateHeader) + len + sizeof(pg_crc32c);
-	StateHeader hdr;
-	pg_crc32c	crc;
+	char		buf[2 * SLOT_SIZE + 1];
 	int			fd;
 	ssize_t		n;
+	HeaderV1	v1;
+	uint64		w[2] = {0, 0};
+	bool		ok[2];
+	int			best;
 
 	Assert(len <= MAX_PAYLOAD);
 	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
@@ -73,59 +118,135 @@ persist_read_file(const char *path, void *payload, size_t len, const char **prob
 	}
 	n = read(fd, buf, sizeof(buf));
 	CloseTransientFile(fd);
-
-	memcpy(&hdr, buf, sizeof(hdr));
-	if (n != (ssize_t) want)
-		*problem = "it has the wrong size";
-	else if (hdr.magic != STATE_MAGIC || hdr.version != STATE_VERSION || hdr.length != len)
-		*problem = "it is not a snowflake state file of this version";
-	else
+	if (n < 0)
 	{
-		memcpy(&crc, buf + want - sizeof(crc), sizeof(crc));
-		if (!EQ_CRC32C(crc, state_crc(buf, want - sizeof(crc))))
-			*problem = "its checksum does not match";
-		else
-		{
-			memcpy(payload, buf + sizeof(hdr), len);
-			return MARK_OK;
-		}
+		*problem = "it cannot be read";
+		return MARK_BROKEN;
 	}
-	return MARK_BROKEN;
+
+	memcpy(&v1, buf, Min((size_t) n, sizeof(v1)));
+	if (n == (ssize_t) (sizeof(v1) + len + sizeof(pg_crc32c)) &&
+		v1.magic == STATE_MAGIC && v1.version == 1 && v1.length == len)
+	{
+		if (!crc_ok(buf, sizeof(v1) + len))
+		{
+			*problem = "its checksum does not match";
+			return MARK_BROKEN;
+		}
+		memcpy(payload, buf + sizeof(v1), len);
+		*writes = 0;
+		return MARK_OK;
+	}
+
+	if (n != 2 * SLOT_SIZE)
+	{
+		*problem = n == 0 ? "it is empty" : "it has the wrong size";
+		return MARK_BROKEN;
+	}
+	ok[0] = slot_ok(buf, len, &w[0]);
+	ok[1] = slot_ok(buf + SLOT_SIZE, len, &w[1]);
+	if (!ok[0] && !ok[1])
+	{
+		*problem = "neither of its records is intact";
+		return MARK_BROKEN;
+	}
+	best = (!ok[0] || (ok[1] && w[1] > w[0])) ? 1 : 0;
+	memcpy(payload, buf + best * SLOT_SIZE + sizeof(SlotHeader), len);
+	*writes = w[best];
+	return MARK_OK;
+}
+
+static void
+fill_slot(char *slot, const void *payload, size_t len, uint64 writes)
+{
+	SlotHeader	h;
+	pg_crc32c	crc;
+
+	memset(slot, 0, SLOT_SIZE);
+	memset(&h, 0, sizeof(h));
+	h.magic = STATE_MAGIC;
+	h.version = 2;
+	h.length = (uint32) len;
+	h.writes = writes;
+	memcpy(slot, &h, sizeof(h));
+	memcpy(slot + sizeof(h), payload, len);
+	crc = state_crc(slot, sizeof(h) + len);
+	memcpy(slot + sizeof(h) + len, &crc, sizeof(crc));
+}
+
+/* Write the whole file anew: both slots, a temporary file, a rename. */
+static bool
+create_file(const char *path, const void *payload, size_t len, int elevel)
+{
+	char		buf[2 * SLOT_SIZE];
+	char		tmp[MAXPGPATH];
+	int			fd;
+
+	/* the record with counter c always lives in slot c % 2 */
+	fill_slot(buf, payload, len, 0);
+	fill_slot(buf + SLOT_SIZE, payload, len, 1);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+
+	fd = OpenTransientFile(tmp, O_RDWR | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", tmp)));
+		return false;
+	}
+	errno = 0;
+	if (write(fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) || pg_fsync(fd) != 0)
+	{
+		int			save_errno = errno ? errno : ENOSPC;
+
+		CloseTransientFile(fd);
+		unlink(tmp);
+		errno = save_errno;
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", tmp)));
+		return false;
+	}
+	CloseTransientFile(fd);
+	if (durable_rename(tmp, path, elevel) != 0)
+	{
+		unlink(tmp);
+		return false;
+	}
+	return true;
 }
 
 /*
- * Make a state file durable.  Like pg_control, the record is smaller than a
- * disk sector and is overwritten in place: a sector write is atomic on the
- * devices PostgreSQL supports, and the CRC catches the rest.  That costs
- * one fdatasync, where a write to a new file and a rename cost four.
- * Reports failures at elevel: ERROR in backends, so that nothing beyond a
- * state that is not on disk is handed out; LOG in the postmaster.  Returns
- * false on failure below ERROR.
+ * Make a record durable.  *writes is the counter of the newest record on
+ * disk (0: there is no file of this version yet); on success it becomes
+ * the counter of the record written.  The record goes into the slot that
+ * does not hold the newest one, and only a successful write moves on to
+ * the other slot, so a failed or torn write never touches the last good
+ * record.  Reports failures at elevel and returns false below ERROR.
  */
 bool
-persist_write_file(const char *path, const void *payload, size_t len, int elevel)
+persist_write_file(const char *path, const void *payload, size_t len,
+				   uint64 *writes, int elevel)
 {
-	char		buf[sizeof(StateHeader) + MAX_PAYLOAD + sizeof(pg_crc32c)];
-	size_t		total = sizeof(StateHeader) + len + sizeof(pg_crc32c);
-	StateHeader hdr;
-	pg_crc32c	crc;
-	struct stat st;
-	bool		created;
+	char		slot[SLOT_SIZE];
+	uint64		next = *writes + 1;
 	int			fd;
 
-	StaticAssertStmt(sizeof(buf) <= 512, "a state record must fit one sector");
+	StaticAssertStmt(sizeof(SlotHeader) + MAX_PAYLOAD + sizeof(pg_crc32c) <= SLOT_SIZE,
+					 "a state record must fit one sector");
 	Assert(len <= MAX_PAYLOAD);
-	memset(buf, 0, sizeof(buf));
-	hdr.magic = STATE_MAGIC;
-	hdr.version = STATE_VERSION;
-	hdr.length = (uint32) len;
-	memcpy(buf, &hdr, sizeof(hdr));
-	memcpy(buf + sizeof(hdr), payload, len);
-	crc = state_crc(buf, total - sizeof(crc));
-	memcpy(buf + total - sizeof(crc), &crc, sizeof(crc));
 
-	created = stat(path, &st) != 0;
-	fd = OpenTransientFile(path, O_RDWR | O_CREAT | PG_BINARY);
+	if (*writes == 0)
+	{
+		if (!create_file(path, payload, len, elevel))
+			return false;
+		*writes = 1;
+		return true;
+	}
+
+	fill_slot(slot, payload, len, next);
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)
 	{
 		ereport(elevel,
@@ -134,7 +255,7 @@ persist_write_file(const char *path, const void *payload, size_t len, int elevel
 		return false;
 	}
 	errno = 0;
-	if (pg_pwrite(fd, buf, total, 0) != (ssize_t) total)
+	if (pg_pwrite(fd, slot, SLOT_SIZE, (off_t) (next % 2) * SLOT_SIZE) != SLOT_SIZE)
 	{
 		int			save_errno = errno ? errno : ENOSPC;
 
@@ -151,9 +272,10 @@ persist_write_file(const char *path, const void *payload, size_t len, int elevel
 
 		CloseTransientFile(fd);
 		errno = save_errno;
+
 		/*
-		 * No PANIC needed: the reservation is not advanced, and the next
-		 * attempt rewrites the whole record before it syncs again.
+		 * No PANIC needed: the caller does not rely on this record, and the
+		 * next attempt rewrites the same slot whole before it syncs again.
 		 */
 		ereport(elevel,
 				(errcode_for_file_access(),
@@ -161,28 +283,6 @@ persist_write_file(const char *path, const void *payload, size_t len, int elevel
 		return false;
 	}
 	CloseTransientFile(fd);
-
-	/* a new file's directory entry must be durable too */
-	if (created && fsync_fname_ext(".", true, false, elevel) != 0)
-		return false;
+	*writes = next;
 	return true;
-}
-
-MarkResult
-persist_read(PersistedMark *mark, const char **problem)
-{
-	return persist_read_file(SNOWFLAKE_MARK_FILE, mark, sizeof(*mark), problem);
-}
-
-void
-persist_write(const PersistedMark *mark, int elevel)
-{
-	PersistedMark m;
-
-	/* no stray bytes in the file */
-	memset(&m, 0, sizeof(m));
-	m.mark_id = mark->mark_id;
-	m.seen_unix_ms = mark->seen_unix_ms;
-	strlcpy(m.layout, mark->layout, sizeof(m.layout));
-	(void) persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m), elevel);
 }

@@ -1,13 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * persist.h
- *	  The durable high-water mark file.
+ *	  Small durable state files in the data directory.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef SNOWFLAKE_PERSIST_H
 #define SNOWFLAKE_PERSIST_H
 
+/* The durable high-water mark, as $PGDATA/snowflake.state holds it. */
 typedef struct PersistedMark
 {
 	int64		mark_id;		/* no ID issued by this node is greater */
@@ -26,10 +27,8 @@ typedef enum MarkResult
 #define SNOWFLAKE_DECIMAL_FILE	"snowflake.decimal"
 
 extern MarkResult persist_read_file(const char *path, void *payload, size_t len,
-									const char **problem);
-extern bool persist_write_file(const char *path, const void *payload, size_t len,
-							   int elevel);
-extern MarkResult persist_read(PersistedMark *mark, const char **problem);
-extern void persist_write(const PersistedMark *mark, int elevel);
+									uint64 *writes, const char **problem);
+extern bool persist_write_file(const char *path, const void *payload,
+							   size_t len, uint64 *writes, int elevel);
 
 #endif							/* SNOWFLAKE_PERSIST_H */

@@ -28,6 +28,7 @@
 #include "utils/fmgrprotos.h"
 
 #include "persist.h"
+#include "settings.h"
 #include "snowflake.h"
 
 PG_FUNCTION_INFO_V1(decimal_id_nextval);
@@ -44,6 +45,7 @@ typedef struct DecimalShared
 {
 	pg_atomic_uint64 word;		/* generator id << 32 | last counter */
 	LWLock	   *lock;
+	uint64		writes;			/* counter of the file's newest record */
 	bool		usable;
 	char		problem[128];
 } DecimalShared;
@@ -83,7 +85,7 @@ next_generator(int64 last, int elevel)
 		return -1;
 	memset(&f, 0, sizeof(f));
 	f.generator_id = g;
-	if (!persist_write_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), elevel))
+	if (!persist_write_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &dec->writes, elevel))
 		return -1;
 	return g;
 }
@@ -104,17 +106,28 @@ schemes_shmem_init(void)
 	pg_atomic_init_u64(&dec->word, 0);
 	dec->lock = &(GetNamedLWLockTranche("snowflake"))[1].lock;
 	dec->usable = true;
+	dec->writes = 0;
 
+	if (settings_problem() != NULL)
+	{
+		decimal_unusable(settings_problem());
+		return;
+	}
 	if (snowflake_decimal_generator_min > snowflake_decimal_generator_max)
 	{
 		decimal_unusable("snowflake.decimal_generator_min is above snowflake.decimal_generator_max");
 		return;
 	}
-	switch (persist_read_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &problem))
+	switch (persist_read_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &dec->writes, &problem))
 	{
 		case MARK_ABSENT:
 			break;
 		case MARK_OK:
+			if (f.generator_id < 0 || f.generator_id > DECIMAL_FIELD_MAX)
+			{
+				decimal_unusable("the file \"" SNOWFLAKE_DECIMAL_FILE "\" holds an invalid generator id");
+				return;
+			}
 			last = f.generator_id;
 			break;
 		case MARK_BROKEN:
@@ -210,11 +223,12 @@ decimal_id_decode(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	if (id < DECIMAL_COUNTER_UNIT)
+	if (id < DECIMAL_COUNTER_UNIT || id / DECIMAL_COUNTER_UNIT > DECIMAL_COUNTER_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("DecimalId must be at least 10000000000, not " INT64_FORMAT, id),
-				 errdetail("A DecimalId is counter * 10^10 + generator_id * 10^5 + launch_id, with a counter of at least 1.")));
+				 errmsg("DecimalId " INT64_FORMAT " is out of range", id),
+				 errdetail("A DecimalId is counter * 10^10 + generator_id * 10^5 + launch_id, with a counter from 1 to " INT64_FORMAT ".",
+						   DECIMAL_COUNTER_MAX)));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -228,14 +242,14 @@ Datum
 snowflake_node_nextval(PG_FUNCTION_ARGS)
 {
 	Oid			seq = PG_GETARG_OID(0);
-	int64		node = snowflake_worker_id;
+	int64		node = generator_require_ready();
 	int64		value;
 
 	if (node > NODE_ID_NODE_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snowflake.worker_id %d does not fit the %d-bit node field of node-partitioned IDs",
-						snowflake_worker_id, NODE_ID_NODE_BITS),
+						(int) node, NODE_ID_NODE_BITS),
 				 errhint("Use worker ids from 0 to " INT64_FORMAT " on nodes that use snowflake_node_nextval().", NODE_ID_NODE_MAX)));
 
 	value = DatumGetInt64(DirectFunctionCall1(nextval_oid, ObjectIdGetDatum(seq)));

@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * state.h
- *	  The generator's shared memory, for generator.c (the hot path) and
- *	  mark.c (the durable high-water mark).  Nothing else touches it.
+ *	  The node's generator state in shared memory, and the interface of
+ *	  mark.c, which owns it: setting it up, the durable reservation that
+ *	  bounds it, the worker id in force.  generator.c reads and advances the
+ *	  hot fields; nothing else touches them.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,9 +12,14 @@
 #define SNOWFLAKE_STATE_H
 
 #include "port/atomics.h"
+#include "storage/condition_variable.h"
 #include "storage/lwlock.h"
+#include "utils/timestamp.h"
 
 #include "layout.h"
+
+/* how far ahead of the last ID a durable reservation reaches */
+#define SNOWFLAKE_WINDOW_MS 1000
 
 /* Counters of one backend slot, alone on a cache line. */
 typedef union CounterSlot
@@ -29,19 +36,26 @@ typedef union CounterSlot
 
 typedef struct GeneratorShared
 {
-	/* the hot cache line: written once per ID */
-	pg_atomic_uint64 last_id;
-	pg_atomic_uint64 seen_tick;	/* highest clock tick read so far */
-	pg_atomic_uint64 extend_at;	/* an ID above this renews the reservation */
+	/* the hot cache line: last_id is written once per ID */
+	pg_atomic_uint64 last_id;	/* no ID this node issued is above it */
+	pg_atomic_uint64 seen_tick; /* highest clock tick read so far */
+	pg_atomic_uint64 extend_at; /* an ID above this renews the reservation */
 	pg_atomic_uint64 reserved;	/* durable: no ID above it is issued */
-	char		pad[PG_CACHE_LINE_SIZE - 4 * sizeof(pg_atomic_uint64)];
+	pg_atomic_uint32 worker;	/* worker id in force, or -1: not set */
+	char		pad[PG_CACHE_LINE_SIZE - 4 * sizeof(pg_atomic_uint64) -
+					sizeof(pg_atomic_uint32)];
 
-	/* the reservation; fields below are changed under the lock */
+	/* below: changed under the lock, which also serializes file writes */
 	LWLock	   *lock;
+	ConditionVariable renewed;	/* a renewal finished (or failed) */
+	bool		usable;			/* layout and settings can be trusted */
 	bool		floor_done;		/* the recovery floor has been applied */
 	bool		state_broken;	/* the state file cannot be trusted */
-	char		state_problem[64];
+	char		state_problem[128];
 	char		prev_layout[NAMEDATALEN];	/* set when the layout changed */
+	uint64		writes;			/* successful writes of the state file */
+	int64		resumed_from;	/* last_id at start, after any floor */
+	bool		exact;			/* resumed_from was issued (clean stop) */
 
 	/* written only when the clock goes backwards */
 	pg_atomic_uint64 back_counted_tick;
@@ -55,13 +69,20 @@ typedef struct GeneratorShared
 
 extern GeneratorShared *snowflake_shared;
 
-/* generator.c */
-extern void atomic_raise(pg_atomic_uint64 *ptr, uint64 value);
-extern int64 clock_unix_ms(void);
+/* What mark_reserve() did. */
+typedef enum ReserveResult
+{
+	RESERVE_DONE,				/* the reservation covers the ID */
+	RESERVE_MOVED,				/* the state moved (recovery floor): retry */
+	RESERVE_SKIPPED				/* busy or failed; the room left suffices */
+} ReserveResult;
 
-/* mark.c */
-extern void mark_load(const SnowflakeLayout *l);
-extern bool mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
-extern void mark_shutdown(int code, Datum arg);
+extern Size mark_shmem_size(void);
+extern void mark_shmem_init(void);
+extern ReserveResult mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
+extern void mark_settle(void);
+extern void mark_keep_ahead(void);
+extern void mark_publish_worker(int worker);
+extern int64 mark_repair(int64 above);
 
 #endif							/* SNOWFLAKE_STATE_H */

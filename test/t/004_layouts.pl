@@ -80,7 +80,7 @@ restart_with("snowflake.custom_time_bits = 50\n");
 ok($node->log_contains('snowflake.layout = custom is unusable: The fields take 73 bits', $log_offset),
 	'too wide: the server logs why');
 ($out, $err) = try_sql('SELECT snowflake_nextval()');
-like($err, qr/ERROR:  snowflake.layout = custom is unusable/, 'and the generator refuses');
+like($err, qr/ERROR:  snowflake cannot generate IDs: snowflake.layout = custom is unusable/, 'and the generator refuses');
 restart_with("snowflake.custom_time_bits = 40\nsnowflake.custom_epoch = '2999-01-01'\n");
 ($out, $err) = try_sql('SELECT snowflake_nextval()');
 like($err, qr/custom_epoch is in the future/, 'an epoch in the future is refused');

@@ -1,0 +1,334 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.c
+ *	  The snowflake.* settings: their definitions, their validation when
+ *	  they are set, and whether the settings read at server start let the
+ *	  node generate at all.
+ *
+ * A Snowflake node that guesses is a node that collides, so the settings
+ * fail closed.  A value that PostgreSQL rejects at server start would
+ * otherwise leave the setting at its default with only a WARNING in the
+ * log (that is how custom settings behave); here such a rejection, an
+ * unknown snowflake.* name or an unusable custom layout disables every
+ * generator of the node until the configuration is fixed, and an unset
+ * worker id (the default) does the same until one is set.
+ *
+ * This file knows layouts (layout.h) and nothing else of the extension's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "clock.h"
+#include "compat.h"
+#include "settings.h"
+
+int			snowflake_worker_id = WORKER_ID_UNSET;
+int			snowflake_max_clock_backward_ms = 10;
+int			snowflake_max_run_ahead_ms = 0;
+int			snowflake_launch_id = 0;
+int			snowflake_decimal_generator_min = 0;
+int			snowflake_decimal_generator_max = 99999;
+const SnowflakeLayout *snowflake_layout = NULL;
+
+static int	layout_choice = 0;
+
+/* snowflake.layout = custom: the layout the custom_* settings describe */
+static SnowflakeLayout custom_layout;
+static int	custom_time_bits = 41;
+static int	custom_worker_bits = 10;
+static int	custom_seq_bits = 12;
+static int	custom_tick_ms = 1;
+static bool custom_seq_above_worker = false;
+static char *custom_epoch = NULL;
+
+/* why the settings read at server start do not let the node generate */
+static char problem[512];
+
+/* every setting of ours, for checking what the configuration gave them */
+static const char *const setting_names[] = {
+	"snowflake.custom_time_bits",
+	"snowflake.custom_worker_bits",
+	"snowflake.custom_seq_bits",
+	"snowflake.custom_tick_ms",
+	"snowflake.custom_seq_above_worker",
+	"snowflake.custom_epoch",
+	"snowflake.launch_id",
+	"snowflake.decimal_generator_min",
+	"snowflake.decimal_generator_max",
+	"snowflake.layout",
+	"snowflake.worker_id",
+	"snowflake.max_clock_backward_ms",
+	"snowflake.max_run_ahead_ms",
+};
+
+static void
+set_problem(const char *fmt, const char *a, const char *b)
+{
+	if (problem[0] == '\0')
+		snprintf(problem, sizeof(problem), fmt, a, b);
+}
+
+/*
+ * NULL when the settings read at server start let the node generate;
+ * otherwise a sentence saying why not.
+ */
+const char *
+settings_problem(void)
+{
+	return problem[0] ? problem : NULL;
+}
+
+/* Refuse to generate (or decode in the server's layout) when it is unusable. */
+void
+settings_require_usable(void)
+{
+	if (problem[0])
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("snowflake cannot generate IDs: %s", problem),
+				 errdetail("A setting the node cannot trust could make it issue IDs that another node issues too."),
+				 errhint("Fix the snowflake.* settings in postgresql.conf (the server log says what was rejected) and restart the server.")));
+}
+
+static void
+build_custom_layout(void)
+{
+	char	   *why;
+
+	if (!layout_build_custom(&custom_layout, custom_time_bits,
+							 custom_worker_bits, custom_seq_bits,
+							 custom_tick_ms, custom_seq_above_worker,
+							 custom_epoch, clock_unix_ms(), &why))
+		set_problem("snowflake.layout = custom is unusable: %s%s", why, "");
+	snowflake_layout = &custom_layout;
+}
+
+static void
+assign_layout(int newval, void *extra)
+{
+	int			n;
+	const SnowflakeLayout *p = layout_presets(&n);
+
+	if (newval < n)
+		snowflake_layout = &p[newval];
+	else
+		build_custom_layout();
+}
+
+static bool
+check_worker_id(int *newval, void **extra, GucSource source)
+{
+	const SnowflakeLayout *l = snowflake_layout ? snowflake_layout : layout_default();
+
+	if (*newval > layout_max_worker(l))
+	{
+		GUC_check_errdetail("The \"%s\" layout has a %d-bit worker field, so worker ids run from 0 to " INT64_FORMAT ".",
+							l->name, l->worker_bits, layout_max_worker(l));
+		return false;
+	}
+	return true;
+}
+
+static const struct config_enum_entry *
+layout_options(void)
+{
+	int			n;
+	const SnowflakeLayout *p = layout_presets(&n);
+	struct config_enum_entry *opts;
+
+	opts = MemoryContextAllocZero(TopMemoryContext,
+								  sizeof(struct config_enum_entry) * (n + 2));
+	for (int i = 0; i < n; i++)
+	{
+		opts[i].name = p[i].name;
+		opts[i].val = i;
+		opts[i].hidden = false;
+	}
+	opts[n].name = "custom";
+	opts[n].val = n;
+	opts[n].hidden = false;
+	return opts;
+}
+
+static void
+define_postmaster_int(const char *name, const char *desc, int *var, int def,
+					  int min, int max, int flags)
+{
+	DefineCustomIntVariable(name, desc, NULL, var, def, min, max,
+							PGC_POSTMASTER, flags, NULL, NULL, NULL);
+}
+
+/* The settings fixed at server start: the layout and DecimalId's. */
+static void
+define_start_settings(void)
+{
+	/* the custom layout's parts first: choosing it reads them */
+	define_postmaster_int("snowflake.custom_time_bits",
+						  "Width of the time field of the custom layout.",
+						  &custom_time_bits, 41, 1, 63, 0);
+	define_postmaster_int("snowflake.custom_worker_bits",
+						  "Width of the worker field of the custom layout.",
+						  &custom_worker_bits, 10, 0, 31, 0);
+	define_postmaster_int("snowflake.custom_seq_bits",
+						  "Width of the sequence field of the custom layout.",
+						  &custom_seq_bits, 12, 1, 31, 0);
+	define_postmaster_int("snowflake.custom_tick_ms",
+						  "Time unit of the custom layout.",
+						  &custom_tick_ms, 1, 1, 86400 * 1000, GUC_UNIT_MS);
+	DefineCustomBoolVariable("snowflake.custom_seq_above_worker",
+							 "Put the sequence above the worker field in the custom layout, as Sonyflake does.",
+							 NULL, &custom_seq_above_worker, false,
+							 PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("snowflake.custom_epoch",
+							   "Epoch of the custom layout: a UTC date and time, or Unix milliseconds.",
+							   NULL, &custom_epoch, "2016-11-01 00:00:00",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	define_postmaster_int("snowflake.launch_id",
+						  "DecimalId launch id, given by the deployment (0 only for tests).",
+						  &snowflake_launch_id, 0, 0, 99999, 0);
+	DefineCustomIntVariable("snowflake.decimal_generator_min",
+							"Lowest DecimalId generator id this node may take.",
+							"Give the nodes of one system disjoint ranges.",
+							&snowflake_decimal_generator_min, 0, 0, 99999,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	define_postmaster_int("snowflake.decimal_generator_max",
+						  "Highest DecimalId generator id this node may take.",
+						  &snowflake_decimal_generator_max, 99999, 0, 99999, 0);
+
+	DefineCustomEnumVariable("snowflake.layout",
+							 "Layout of the IDs this node generates and decodes by default.",
+							 "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript.",
+							 &layout_choice,
+							 0,
+							 layout_options(),
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, assign_layout, NULL);
+}
+
+static void
+define_runtime_settings(void)
+{
+	DefineCustomIntVariable("snowflake.worker_id",
+							"Worker id of this node, written into every ID it generates; -1 means not set.",
+							"Must differ on every node that generates IDs for the same tables. The node generates no ID until it is set.",
+							&snowflake_worker_id,
+							WORKER_ID_UNSET,
+							WORKER_ID_UNSET, 65535,
+							PGC_SIGHUP,
+							0,
+							check_worker_id, NULL, NULL);
+
+	DefineCustomIntVariable("snowflake.max_clock_backward_ms",
+							"How long to wait for a clock that went backwards before running ahead or refusing.",
+							NULL,
+							&snowflake_max_clock_backward_ms,
+							10,
+							0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("snowflake.max_run_ahead_ms",
+							"How far IDs may carry a time ahead of the system clock; -1 means no limit.",
+							"Running ahead happens when a tick's sequence numbers are used up or when the clock went backwards.",
+							&snowflake_max_run_ahead_ms,
+							0,
+							-1, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/*
+ * Without preloading, snowflake.layout cannot be defined (it is fixed at
+ * server start); the decoding functions follow the value the configuration
+ * file gives it, which stays visible as a placeholder.
+ */
+static void
+layout_from_placeholder(void)
+{
+	const char *name = GetConfigOption("snowflake.layout", true, false);
+	const SnowflakeLayout *l = name ? layout_find(name) : NULL;
+
+	snowflake_layout = l ? l : layout_default();
+	if (name && pg_strcasecmp(name, "custom") == 0)
+		set_problem("%s%s", "the custom layout is read only when the library is preloaded", "");
+}
+
+/*
+ * Names under snowflake. that are none of ours: a misspelt setting, which
+ * PostgreSQL removes with a WARNING.  Called before the prefix is reserved.
+ */
+static void
+find_unknown_names(void)
+{
+	int			n;
+	struct config_generic **vars = compat_guc_variables(&n);
+
+	for (int i = 0; i < n; i++)
+	{
+		struct config_generic *g = vars[i];
+		bool		ours = false;
+
+		if (g == NULL || strncmp(g->name, "snowflake.", 10) != 0)
+			continue;
+		for (int j = 0; j < (int) lengthof(setting_names); j++)
+			ours |= strcmp(g->name, setting_names[j]) == 0;
+		if (!ours)
+			set_problem("\"%s\" is not a snowflake setting%s", g->name, "");
+	}
+}
+
+/*
+ * Define the settings.  When preloaded, a value the configuration gives one
+ * of them that PostgreSQL rejects (leaving the default in place) is found
+ * by validating the configured text again, and disables generation.
+ */
+void
+settings_define(bool preloaded)
+{
+	char	   *given[lengthof(setting_names)];
+
+	if (!preloaded)
+	{
+		layout_from_placeholder();
+		define_runtime_settings();
+		return;
+	}
+
+	for (int i = 0; i < (int) lengthof(setting_names); i++)
+	{
+		const char *v = GetConfigOption(setting_names[i], true, false);
+
+		given[i] = v ? MemoryContextStrdup(TopMemoryContext, v) : NULL;
+	}
+
+	define_start_settings();
+	define_runtime_settings();
+	find_unknown_names();
+	MarkGUCPrefixReserved("snowflake");
+
+	for (int i = 0; i < (int) lengthof(setting_names); i++)
+	{
+		if (given[i] == NULL)
+			continue;
+		/* with changeVal false, 0 means invalid and -1 valid */
+		if (set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
+							  PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
+							  false) == 0)
+			set_problem("%s = '%s' was rejected at server start",
+						setting_names[i], given[i]);
+		pfree(given[i]);
+	}
+	if (snowflake_layout == NULL)
+		snowflake_layout = layout_default();
+}

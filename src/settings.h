@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.h
+ *	  The snowflake.* settings and whether they let the node generate.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SNOWFLAKE_SETTINGS_H
+#define SNOWFLAKE_SETTINGS_H
+
+#include "layout.h"
+
+/* snowflake.worker_id's value when it is not set */
+#define WORKER_ID_UNSET		(-1)
+
+/*
+ * This process's view of the settings.  The worker id that goes into IDs
+ * is the node's, in shared memory (state.h); snowflake_worker_id is only
+ * what this process read from the configuration.
+ */
+extern int	snowflake_worker_id;
+extern int	snowflake_max_clock_backward_ms;
+extern int	snowflake_max_run_ahead_ms;
+extern int	snowflake_launch_id;
+extern int	snowflake_decimal_generator_min;
+extern int	snowflake_decimal_generator_max;
+
+/* the layout of this server; never NULL once settings_define() ran */
+extern const SnowflakeLayout *snowflake_layout;
+
+extern void settings_define(bool preloaded);
+extern const char *settings_problem(void);
+extern void settings_require_usable(void);
+
+#endif							/* SNOWFLAKE_SETTINGS_H */
