@@ -9,3 +9,12 @@ SELECT snowflake_from_timestamp('2016-11-01 00:00:01+00');
 SELECT snowflake_nextval();
 SELECT * FROM snowflake_status;
 SELECT snowflake_currval();
+-- everything that generates, or depends on the node's worker id, refuses
+SELECT snowflake_worker_id();
+CREATE SEQUENCE np_seq;
+SELECT snowflake_node_nextval('np_seq');
+SELECT decimal_id_nextval();
+SELECT snowflake_claim_worker('np');
+CREATE TABLE np (id bigserial PRIMARY KEY);
+SELECT snowflake_convert_column('np', 'id');
+SELECT pg_get_expr(adbin, adrelid) AS default_kept FROM pg_attrdef WHERE adrelid = 'np'::regclass;

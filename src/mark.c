@@ -161,7 +161,9 @@ load_mark(const SnowflakeLayout *l)
  * The time of the checkpoint recovery starts from.  Every commit before
  * its redo point happened before it, on the clock of the server that made
  * the checkpoint; a standby that restarts does not replay those commits
- * again, so this is what it still knows of them.
+ * again, so this is what it still knows of them.  After a clean shutdown
+ * of a primary there is nothing to recover, and the state file holds the
+ * exact last ID.
  */
 static void
 read_checkpoint_time(void)
@@ -169,7 +171,7 @@ read_checkpoint_time(void)
 	bool		crc_ok = false;
 	ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
 
-	if (crc_ok && cf->checkPointCopy.time > 0)
+	if (crc_ok && cf->state != DB_SHUTDOWNED && cf->checkPointCopy.time > 0)
 		checkpoint_floor_ms = ((int64) cf->checkPointCopy.time + 1) * 1000;
 	pfree(cf);
 }

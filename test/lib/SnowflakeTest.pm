@@ -8,7 +8,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(snowflake_node start_faked set_clock_offset);
+our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -61,6 +61,24 @@ sub start_faked
 	# keep the server's own timers (checkpoints, timeouts) on real time
 	local $ENV{FAKETIME_DONT_FAKE_MONOTONIC} = '1';
 	return $node->start(%start_opts);
+}
+
+# What a crash in the middle of writing the next record leaves: half of the
+# slot that does not hold the newest record (the one the next write goes
+# to) overwritten with garbage.  The newest record stays intact, as it does
+# after a real torn write.
+sub tear_state_file
+{
+	my ($file) = @_;
+	open my $fh, '+<', $file or die "cannot open $file: $!";
+	binmode $fh;
+	read($fh, my $buf, 1024) == 1024 or die "$file is not a two-slot state file";
+	my @writes = map { (unpack('V V V V Q<', substr($buf, $_ * 512, 24)))[4] } 0, 1;
+	my $older = $writes[0] < $writes[1] ? 0 : 1;
+	seek $fh, $older * 512 + 16, 0;
+	print $fh join '', map { chr(($_ * 131 + 7) % 256) } 1 .. 256;
+	close $fh;
+	return;
 }
 
 1;

@@ -1,0 +1,602 @@
+# SnowflakeTorture: plays a random history of operations and faults on a
+# small cluster, from a seed, and checks the promise after every step:
+# every ID a node issues (or the node it took over from, for what reached
+# it) is unique and greater than every ID issued before it; where the node
+# cannot keep that, it refuses with a known error.  No call hangs past its
+# policy; no process crashes but those the history kills.
+#
+# The history is drawn from the seed alone (Perl's rand, seeded), so a
+# failing seed replays the same operations; the interleaving of concurrent
+# sessions is the only thing left to the machine.
+package SnowflakeTorture;
+
+use strict;
+use warnings;
+use Exporter 'import';
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+our @EXPORT = qw(play_history);
+
+# Errors a call may end with: the node refusing, or the history's faults.
+my @known_errors = (
+	qr/system clock moved backwards by \d+ ms/,
+	qr/snowflake generator is \d+ ms ahead of the system clock/,
+	qr/snowflake layout "\w+" cannot continue above the IDs issued under layout/,
+	qr/snowflake state file "snowflake.state" cannot be used/,
+	qr/snowflake cannot generate IDs: /,
+	qr/snowflake.worker_id is not set/,
+	qr/cannot generate snowflake IDs during recovery/,
+	qr/could not (open|write|fsync|create) file "snowflake.state/,
+	qr/could not rename file "snowflake.state.new"/,
+	# the history's own kills and restarts
+	qr/server closed the connection unexpectedly/,
+	qr/terminating connection because of crash of another server process/,
+	qr/terminating connection due to (administrator command|unexpected postmaster exit)/,
+	qr/the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)/,
+	qr/connection to server .* failed/,
+	qr/could not connect to server/,
+	qr/no connection to the server/,
+	qr/connection to server was lost/,
+	qr/SSL SYSCALL error|could not send data to server|could not receive data from server/,
+);
+
+my @layouts = qw(shardingsphere twitter discord instagram sonyflake javascript custom broken);
+
+sub new_history
+{
+	my ($seed, $steps, $dir) = @_;
+	my $h = {
+		seed => $seed,
+		steps => $steps,
+		dir => $dir,
+		log => [],				# the operations played, for the report
+		record => "$dir/ids.$seed",
+		seen => {},				# every ID of the current lineage
+		floor => 0,				# every ID issued before is at most this
+		ids => 0,
+		faults => 0,
+		ops => 0,
+		violations => [],
+		offset_ms => 0,			# the primary's clock offset
+		layout => 'shardingsphere',
+		worker => 1,
+		backward_ms => 10,
+		ahead_ms => 0,
+		keeper_stopped => 0,
+		standby => undef,
+		backup => 0,
+		unwritable => 0,
+	};
+	open my $fh, '>', $h->{record} or die "cannot write $h->{record}: $!";
+	close $fh;
+	return $h;
+}
+
+sub say_op
+{
+	my ($h, $what) = @_;
+	push @{ $h->{log} }, sprintf('%3d %s', scalar @{ $h->{log} }, $what);
+	return;
+}
+
+sub violation
+{
+	my ($h, $what) = @_;
+	push @{ $h->{violations} }, "step " . (scalar(@{ $h->{log} }) - 1) . ": $what";
+	return;
+}
+
+sub pick { return $_[ int(rand(scalar @_)) ]; }
+
+sub conf_lines
+{
+	my ($h) = @_;
+	my $layout = $h->{layout};
+	my $extra = '';
+	if ($layout eq 'custom')
+	{
+		$extra = "snowflake.custom_time_bits = 40\nsnowflake.custom_worker_bits = 8\n"
+		  . "snowflake.custom_seq_bits = 14\nsnowflake.custom_epoch = '2020-01-01'\n";
+		$layout = 'custom';
+	}
+	elsif ($layout eq 'broken')
+	{
+		# an epoch in the future: the layout is unusable
+		$extra = "snowflake.custom_epoch = '2999-01-01'\n";
+		$layout = 'custom';
+	}
+	return "snowflake.layout = '$layout'\n$extra";
+}
+
+# Rewrite the settings the history controls, in a file of their own.
+sub write_settings
+{
+	my ($h, $node) = @_;
+	my $file = $node->data_dir . '/torture.conf';
+	open my $fh, '>', $file or die "cannot write $file: $!";
+	print $fh conf_lines($h);
+	print $fh "snowflake.worker_id = $h->{worker}\n";
+	print $fh "snowflake.max_clock_backward_ms = $h->{backward_ms}\n";
+	print $fh "snowflake.max_run_ahead_ms = $h->{ahead_ms}\n";
+	close $fh;
+	return;
+}
+
+sub set_offset
+{
+	my ($node, $ms) = @_;
+	set_clock_offset($node, sprintf('%+.3f', $ms / 1000));
+	return;
+}
+
+sub node_pids
+{
+	my ($node) = @_;
+	my $pidfile = $node->data_dir . '/postmaster.pid';
+	return () unless -f $pidfile;
+	my ($pm) = split /\n/, slurp_file($pidfile);
+	return () unless $pm && kill 0, $pm;
+	my @children = grep { /^\d+$/ } split /\s+/, `pgrep -P $pm`;
+	return ($pm, @children);
+}
+
+sub keeper_pid
+{
+	my ($node) = @_;
+	my ($pm) = node_pids($node);
+	return undef unless $pm;
+	my ($pid) = grep { /^\d+$/ } split /\s+/, `pgrep -P $pm -f 'snowflake keeper'`;
+	return $pid;
+}
+
+sub wake_keeper
+{
+	my ($h, $node) = @_;
+	if ($h->{keeper_stopped})
+	{
+		kill 'CONT', $h->{keeper_stopped};
+		$h->{keeper_stopped} = 0;
+	}
+	return;
+}
+
+# Run one statement; never dies, whatever the server does meanwhile.
+sub try_sql
+{
+	my ($node, $sql, $timeout) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run(
+			[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-c', $sql ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout($timeout // 60));
+	};
+	$err .= $@ if $@;
+	chomp $out;
+	return ($ok ? 0 : 1, $out, $err);
+}
+
+sub wait_up
+{
+	my ($node) = @_;
+	for (1 .. 300)
+	{
+		my ($ret) = try_sql($node, 'SELECT 1', 10);
+		return 1 if $ret == 0;
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
+}
+
+# Power loss: the postmaster and every child die at once, nobody writes.
+sub hard_kill
+{
+	my ($node) = @_;
+	my @pids = node_pids($node);
+	kill 'KILL', @pids if @pids;
+	for (1 .. 100)
+	{
+		last unless grep { kill 0, $_ } @pids;
+		select(undef, undef, undef, 0.05);
+	}
+	$node->{_pid} = undef;
+	return;
+}
+
+sub start_node
+{
+	my ($h, $node, $offset_ms) = @_;
+	write_settings($h, $node);
+	set_offset($node, $offset_ms);
+	start_faked($node, sprintf('%+.3f', $offset_ms / 1000), fail_ok => 1);
+	return wait_up($node);
+}
+
+sub check_error
+{
+	my ($h, $err, $what) = @_;
+	for my $line (grep { /ERROR|FATAL|PANIC|error|failed|closed|lost/ } split /\n/, $err)
+	{
+		next if grep { $line =~ $_ } @known_errors;
+		next if $line =~ /^\s*(DETAIL|HINT|CONTEXT):/;
+		violation($h, "$what: unexpected error: $line");
+	}
+	return;
+}
+
+# Record IDs in the file outside the cluster, and check them.
+sub check_ids
+{
+	my ($h, $sessions, $what) = @_;
+	my $max_before = $h->{floor};
+	my $max_now = $max_before;
+	open my $fh, '>>', $h->{record} or die;
+	for my $s (@$sessions)
+	{
+		my $prev = 0;
+		for my $id (@$s)
+		{
+			print $fh "$id\n";
+			$h->{ids}++;
+			if ($id !~ /^\d+$/ || $id <= 0)
+			{
+				violation($h, "$what: not a positive ID: $id");
+				next;
+			}
+			violation($h, "$what: ID $id issued twice") if $h->{seen}{$id}++;
+			violation($h, "$what: ID $id not above $max_before, issued before it")
+			  if $id <= $max_before;
+			violation($h, "$what: ID $id not above $prev in the same session")
+			  if $id <= $prev;
+			$prev = $id;
+			$max_now = $id if $id > $max_now;
+		}
+	}
+	close $fh;
+	$h->{floor} = $max_now;
+	return;
+}
+
+# Several sessions ask for IDs at once; COPY streams each ID to the client
+# as it is made, so an ID handed out before a failure is recorded too.
+# During the burst the clock may step, or a backend be killed.
+sub burst
+{
+	my ($h, $node) = @_;
+	my $nsess = 1 + int(rand(3));
+	my $n = pick(1, 10, 200, 2000);
+	my $kind = pick('escape', 'escape', 'commit', 'rollback');
+	my $during = pick('nothing', 'nothing', 'nothing', 'clock', 'kill');
+	my $step_ms = pick(-3, -30, -300, -3000, +50);
+	say_op($h, "burst $nsess x $n ($kind)" .
+		  ($during eq 'clock' ? ", clock ${step_ms} ms during it" :
+		   $during eq 'kill' ? ', a backend killed during it' : ''));
+
+	my $query = $kind eq 'commit' ?
+	  "COPY (INSERT INTO t SELECT snowflake_nextval() FROM generate_series(1, $n) RETURNING id) TO STDOUT" :
+	  "COPY (SELECT snowflake_nextval() FROM generate_series(1, $n)) TO STDOUT";
+	$query = "BEGIN; $query; ROLLBACK" if $kind eq 'rollback';
+
+	my @runs;
+	for my $i (1 .. $nsess)
+	{
+		my ($out, $err) = ('', '');
+		my $t = IPC::Run::timeout(60);
+		my $run = IPC::Run::start(
+			[ 'psql', '-X', '-q', '-A', '-t', '-d', $node->connstr('postgres') . " application_name=torture_burst",
+			  '-c', $query ],
+			'<', \undef, '>', \$out, '2>', \$err, $t);
+		push @runs, [ $run, \$out, \$err, $t ];
+	}
+	if ($during eq 'clock')
+	{
+		select(undef, undef, undef, rand(0.05));
+		$h->{offset_ms} += $step_ms;
+		set_offset($node, $h->{offset_ms});
+		$h->{faults}++;
+	}
+	elsif ($during eq 'kill')
+	{
+		select(undef, undef, undef, rand(0.05));
+		my (undef, $pids) = try_sql($node, "SELECT pid FROM pg_stat_activity WHERE application_name = 'torture_burst'", 10);
+		my @p = grep { /^\d+$/ } split /\s+/, $pids;
+		if (@p)
+		{
+			kill 'KILL', $p[0];
+			$h->{faults}++;
+			$h->{crashed_on_purpose} = 1;
+		}
+	}
+	my @sessions;
+	for my $r (@runs)
+	{
+		my ($run, $out, $err, $t) = @$r;
+		eval { $run->finish; };
+		if ($@ && $@ =~ /timeout/)
+		{
+			$run->kill_kill;
+			violation($h, "burst: a call hung for 60 s");
+		}
+		check_error($h, $$err, 'burst');
+		push @sessions, [ grep { length } split /\n/, $$out ];
+	}
+	check_ids($h, \@sessions, 'burst');
+	wait_up($node) if $during eq 'kill';
+	return;
+}
+
+sub clock_step
+{
+	my ($h, $node) = @_;
+	my $kind = pick('small back', 'back', 'far back', 'forward', 'home', 'home', 'glitch');
+	$h->{faults}++;
+	if ($kind eq 'glitch')
+	{
+		# far ahead and back, with no ID issued: nothing may be reserved
+		say_op($h, 'clock glitch: a day ahead for 0.3 s');
+		set_offset($node, $h->{offset_ms} + 86_400_000);
+		select(undef, undef, undef, 0.3);
+		set_offset($node, $h->{offset_ms});
+		return;
+	}
+	my $d = $kind eq 'small back' ? -(1 + int(rand(20))) :
+	  $kind eq 'back' ? -(100 + int(rand(2000))) :
+	  $kind eq 'far back' ? -3_600_000 :
+	  $kind eq 'forward' ? 1 + int(rand(3000)) : -$h->{offset_ms};
+	$h->{offset_ms} += $d;
+	say_op($h, "clock $kind: ${d} ms, offset now $h->{offset_ms} ms");
+	set_offset($node, $h->{offset_ms});
+	return;
+}
+
+sub reload_settings
+{
+	my ($h, $node) = @_;
+	my $what = pick('worker', 'backward', 'ahead', 'ahead');
+	$h->{worker} = pick(1, 2, 3) if $what eq 'worker';
+	$h->{backward_ms} = pick(0, 10, 100, 2000) if $what eq 'backward';
+	$h->{ahead_ms} = pick(-1, 0, 50, 5000) if $what eq 'ahead';
+	say_op($h, "reload: worker $h->{worker}, max_clock_backward_ms $h->{backward_ms}, max_run_ahead_ms $h->{ahead_ms}");
+	write_settings($h, $node);
+	$node->reload;
+	# the backends and the keeper take it a moment later
+	select(undef, undef, undef, 0.3);
+	return;
+}
+
+sub restart
+{
+	my ($h, $node) = @_;
+	my $how = pick('fast', 'immediate', 'hard kill', 'keeper kill', 'keeper stop', 'layout');
+	wake_keeper($h, $node) unless $how eq 'keeper stop';
+	$h->{faults}++;
+	if ($how eq 'keeper kill' || $how eq 'keeper stop')
+	{
+		my $pid = keeper_pid($node);
+		say_op($h, $how);
+		return unless $pid;
+		if ($how eq 'keeper kill')
+		{
+			kill 'KILL', $pid;
+			# a child's SIGKILL restarts every process
+			wait_up($node);
+		}
+		else
+		{
+			kill 'STOP', $pid;
+			$h->{keeper_stopped} = $pid;
+		}
+		return;
+	}
+	if ($how eq 'layout')
+	{
+		$h->{layout} = pick(@layouts);
+		$h->{layout} = 'shardingsphere' if rand() < 0.4;
+	}
+	say_op($h, "restart: $how" . ($how eq 'layout' ? " to $h->{layout}" : ''));
+	if ($how eq 'hard kill')
+	{
+		hard_kill($node);
+	}
+	else
+	{
+		$node->stop($how eq 'immediate' ? 'immediate' : 'fast', fail_ok => 1);
+	}
+	start_node($h, $node, $h->{offset_ms}) or violation($h, 'the node did not come back');
+	return;
+}
+
+# Damage the state file while the node is down, or make it unwritable
+# while it runs.
+sub damage
+{
+	my ($h, $node) = @_;
+	my $how = pick('truncate', 'zero', 'torn', 'torn', 'unwritable');
+	my $file = $node->data_dir . '/snowflake.state';
+	say_op($h, "state file: $how");
+	$h->{faults}++;
+	wake_keeper($h, $node);
+	if ($how eq 'unwritable')
+	{
+		if ($h->{unwritable})
+		{
+			chmod 0600, $file;
+			$h->{unwritable} = 0;
+		}
+		elsif (-f $file)
+		{
+			chmod 0400, $file;
+			$h->{unwritable} = 1;
+		}
+		return;
+	}
+	chmod 0600, $file if -f $file;
+	$h->{unwritable} = 0;
+	$node->stop('immediate', fail_ok => 1);
+	if (-f $file && $how eq 'torn' && -s $file == 1024)
+	{
+		tear_state_file($file);
+	}
+	elsif (-f $file)
+	{
+		open my $fh, '+<', $file or die "cannot open $file: $!";
+		binmode $fh;
+		if ($how eq 'truncate') { truncate $fh, 0; }
+		else { print $fh "\0" x 1024; }
+		close $fh;
+	}
+	start_node($h, $node, $h->{offset_ms}) or violation($h, 'the node did not come back');
+	return;
+}
+
+# A damaged file must be refused; the operator then repairs it above the
+# largest ID it knows of.
+sub repair_if_refused
+{
+	my ($h, $node) = @_;
+	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
+	return unless $ret != 0 && $err =~ /state file "snowflake.state" cannot be used/;
+	say_op($h, "repair above $h->{floor}");
+	($ret, $out, $err) = try_sql($node, "SELECT snowflake_repair_state($h->{floor})");
+	check_error($h, $err, 'repair') if $ret != 0;
+	return;
+}
+
+sub standby_op
+{
+	my ($h, $node) = @_;
+	wake_keeper($h, $node);
+	$h->{faults}++;
+	if (!$h->{standby})
+	{
+		say_op($h, 'standby: base backup, start replaying');
+		my $name = "b$h->{seed}_" . $h->{backup}++;
+		$node->backup($name);
+		my $sb = PostgreSQL::Test::Cluster->new("sb$h->{seed}_$h->{backup}");
+		$sb->init_from_backup($node, $name, has_streaming => 1);
+		$h->{standby} = $sb;
+		$h->{standby_offset_ms} = pick(0, -2000, -3_600_000);
+		write_settings($h, $sb);
+		set_offset($sb, $h->{standby_offset_ms});
+		start_faked($sb, sprintf('%+.3f', $h->{standby_offset_ms} / 1000), fail_ok => 1);
+		return;
+	}
+	my $sb = $h->{standby};
+	my $how = pick('checkpoint', 'crash', 'kill backend', 'promote', 'promote');
+	if ($how eq 'checkpoint')
+	{
+		say_op($h, 'standby: checkpoint on both');
+		try_sql($node, 'CHECKPOINT');
+		try_sql($sb, 'CHECKPOINT');
+	}
+	elsif ($how eq 'crash')
+	{
+		say_op($h, 'standby: hard kill and restart');
+		hard_kill($sb);
+		start_faked($sb, sprintf('%+.3f', $h->{standby_offset_ms} / 1000), fail_ok => 1);
+	}
+	elsif ($how eq 'kill backend')
+	{
+		say_op($h, 'standby: a backend killed');
+		my $run = IPC::Run::start(
+			[ 'psql', '-X', '-d', $sb->connstr('postgres') . " application_name=torture_victim", '-c', 'SELECT pg_sleep(10)' ],
+			'<', \undef, '>', \my $o, '2>', \my $e);
+		my $pid;
+		for (1 .. 50)
+		{
+			(undef, $pid) = try_sql($sb, "SELECT pid FROM pg_stat_activity WHERE application_name = 'torture_victim'");
+			last if $pid;
+			select(undef, undef, undef, 0.05);
+		}
+		kill 'KILL', $pid if $pid;
+		eval { $run->finish; };
+		wait_up($sb);
+		# a standby refuses to generate
+		my ($ret, $out, $err) = try_sql($sb, 'SELECT snowflake_nextval()');
+		violation($h, "a standby generated $out") if $ret == 0;
+	}
+	else
+	{
+		say_op($h, 'standby: the primary dies, the standby is promoted');
+		my $catch_up = rand() < 0.5;
+		wait_up($sb);
+		if ($catch_up)
+		{
+			my (undef, $lsn) = try_sql($node, 'SELECT pg_current_wal_lsn()');
+			for (1 .. 100)
+			{
+				my (undef, $done) = try_sql($sb, "SELECT pg_last_wal_replay_lsn() >= '$lsn'");
+				last if !$lsn || $done eq 't';
+				select(undef, undef, undef, 0.1);
+			}
+		}
+		hard_kill($node);
+		$sb->promote;
+		for (1 .. 300)
+		{
+			my (undef, $r) = try_sql($sb, 'SELECT pg_is_in_recovery()');
+			last if $r eq 'f';
+			select(undef, undef, undef, 0.1);
+		}
+		# the promise now: above every ID of the old primary that reached it
+		my (undef, $reached) = try_sql($sb, 'SELECT coalesce(max(id), 0) FROM t');
+		$h->{seen} = {};
+		$h->{floor} = $reached;
+		$h->{offset_ms} = $h->{standby_offset_ms};
+		$h->{standby} = undef;
+		$h->{node} = $sb;
+		return;
+	}
+	return;
+}
+
+sub play_history
+{
+	my ($seed, $steps, $dir) = @_;
+	srand($seed);
+	my $h = new_history($seed, $steps, $dir);
+	my $node = snowflake_node("t$seed", worker_id => 1, allows_streaming => 1,
+		conf => "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n");
+	$h->{node} = $node;
+	start_node($h, $node, 0) or die 'the node did not start';
+	$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+	$node->safe_psql('postgres', 'CREATE TABLE t (id bigint PRIMARY KEY)');
+
+	for my $step (1 .. $steps)
+	{
+		$node = $h->{node};
+		my $r = rand();
+		eval {
+			if ($r < 0.45) { burst($h, $node); }
+			elsif ($r < 0.60) { clock_step($h, $node); }
+			elsif ($r < 0.70) { reload_settings($h, $node); }
+			elsif ($r < 0.82) { restart($h, $node); }
+			elsif ($r < 0.90) { damage($h, $node); }
+			else { standby_op($h, $node); }
+			repair_if_refused($h, $h->{node});
+			1;
+		} or violation($h, "the step failed: $@");
+		$h->{ops}++;
+		last if @{ $h->{violations} } > 20;
+	}
+
+	$node = $h->{node};
+	wake_keeper($h, $node);
+	# no crash but the ones the history caused
+	for my $n (grep { defined } $node, $h->{standby})
+	{
+		my $log = slurp_file($n->logfile);
+		for my $line (grep { /PANIC|TRAP:|terminated by signal (?!9)/ } split /\n/, $log)
+		{
+			violation($h, "server log: $line");
+		}
+	}
+	$h->{standby}->stop('immediate', fail_ok => 1) if $h->{standby};
+	$node->stop('immediate', fail_ok => 1);
+	return $h;
+}
+
+1;

@@ -1,0 +1,212 @@
+# The holes that review found in 1.0, each kept closed: settings that fail
+# open, a worker id that changes per backend, an unusable layout that
+# reaches the state file, reservations made for the clock alone, waits that
+# do not judge again, overflowing layouts, a status view that shows a
+# reservation as an issued ID, a torn or empty state file, a renewal that
+# fails for a caller with room left, and the keeper's visibility.
+use strict;
+use warnings;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+sub refusal
+{
+	my ($node) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', 'SELECT snowflake_nextval()');
+	return $ret == 0 ? '' : $err;
+}
+
+sub restart_with
+{
+	my ($node, $conf) = @_;
+	$node->stop('fast');
+	open my $fh, '>', $node->data_dir . '/test.conf' or die;
+	print $fh $conf;
+	close $fh;
+	start_faked($node, '+0');
+	return;
+}
+
+my $node = snowflake_node('closed', worker_id => 4,
+	conf => "include_if_exists = 'test.conf'\nrestart_after_crash = on\n");
+start_faked($node, '+0');
+$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+
+ok($node->log_contains('snowflake: worker id 4, layout "shardingsphere"'),
+	'the server log says at start which worker id and layout are in force');
+is($node->safe_psql('postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'snowflake keeper'"),
+	'1', 'the keeper shows in pg_stat_activity');
+
+# 1. Settings fail closed at server start.
+my %bad = (
+	"snowflake.worker_id = 1024\n" => qr/snowflake.worker_id = '1024' was rejected at server start/,
+	"snowflake.wroker_id = 3\n" => qr/"snowflake.wroker_id" is not a snowflake setting/,
+	"snowflake.layout = 'twiter'\n" => qr/snowflake.layout = 'twiter' was rejected at server start/,
+	"snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n" =>
+	  qr/snowflake.worker_id = '100' was rejected at server start/,
+	"snowflake.custom_worker_bits = 40\nsnowflake.layout = custom\n" =>
+	  qr/snowflake.custom_worker_bits = '40' was rejected/,
+	"snowflake.layout = custom\nsnowflake.custom_epoch = '2024-02-31'\n" =>
+	  qr/custom_epoch "2024-02-31" is not a date/,
+	"snowflake.layout = custom\nsnowflake.custom_time_bits = 40\nsnowflake.custom_worker_bits = 1\nsnowflake.custom_seq_bits = 1\nsnowflake.custom_tick_ms = '1d'\n" =>
+	  qr/outlasts the range of timestamp with time zone/,
+	"snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n" =>
+	  qr/custom_epoch is in the future/,
+);
+for my $conf (sort keys %bad)
+{
+	my $shown = $conf =~ s/\n/; /gr;
+	restart_with($node, $conf);
+	like(refusal($node), $bad{$conf}, "refused after a start with: $shown");
+	like(refusal($node), qr/HINT:  Fix the snowflake.\* settings/, '... with a hint');
+}
+restart_with($node, "snowflake.worker_id = -1\n");
+like(refusal($node), qr/snowflake.worker_id is not set/, 'an unset worker id refuses');
+ok($node->log_contains('snowflake.worker_id is not set: this server generates no snowflake IDs'),
+	'and the server log says so at start');
+
+# 2. An unusable layout computes nothing that reaches the state file: after
+# it is fixed, the node continues as before.
+restart_with($node, '');
+my $before = $node->safe_psql('postgres', 'SELECT max(snowflake_nextval()) FROM generate_series(1, 1000)');
+$node->stop('fast');
+my $state = slurp_file($node->data_dir . '/snowflake.state');
+start_faked($node, '+0');
+restart_with($node, "snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n");
+like(refusal($node), qr/custom_epoch is in the future/, 'an epoch in the future is unusable');
+$node->stop('fast');
+is(slurp_file($node->data_dir . '/snowflake.state'), $state,
+	'the unusable layout left the state file as it was');
+restart_with($node, '');
+my $after = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+ok($after > $before, 'fixed, the node continues above its last ID');
+
+# 3. The worker id is the node's: a reload changes it once for every
+# backend, even for a statement that is running.
+$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.max_run_ahead_ms = -1");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT current_setting('snowflake.max_run_ahead_ms') = '-1'");
+my ($out, $err) = ('', '');
+my $long = IPC::Run::start(
+	[ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres'), '-c',
+	  'SELECT count(*) FILTER (WHERE w IS DISTINCT FROM p), min(w), max(w) FROM ('
+	  . 'SELECT w, lag(w) OVER (ORDER BY n) AS p FROM ('
+	  . 'SELECT n, (snowflake_decode(snowflake_nextval())).worker_id AS w FROM generate_series(1, 400000) n) a) b' ],
+	'<', \undef, '>', \$out, '2>', \$err);
+select(undef, undef, undef, 0.5);
+$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.worker_id = 9");
+$node->reload;
+for (1 .. 5)
+{
+	select(undef, undef, undef, 0.1);
+	$node->safe_psql('postgres', 'SELECT count(snowflake_nextval()) FROM generate_series(1, 10000)');
+}
+$long->finish;
+chomp $out;
+my ($changes, $minw, $maxw) = split /\|/, $out;
+is($changes, 2, 'a running statement saw the worker id change once (first row counts as one)')
+  or diag($err);
+is("$minw-$maxw", '4-9', 'from the old worker id to the new');
+my $ahead = $node->safe_psql('postgres', 'SELECT run_ahead_ms FROM snowflake_status');
+ok($ahead < 1000, "the change did not make the node run ahead ($ahead ms)");
+is($node->safe_psql('postgres', 'SELECT snowflake_worker_id()'), '9', 'snowflake_worker_id() follows');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
+$node->reload;
+
+# 4. A forward clock glitch with no ID issued reserves nothing: after a
+# crash the node does not refuse for a day.
+$node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+my $hwm = $node->safe_psql('postgres', 'SELECT high_water_mark FROM snowflake_status');
+set_clock_offset($node, '+1d');
+select(undef, undef, undef, 0.5);
+set_clock_offset($node, '+0');
+is($node->safe_psql('postgres', 'SELECT high_water_mark FROM snowflake_status'), $hwm,
+	'a clock a day ahead with no ID issued reserves nothing');
+$node->stop('immediate');
+start_faked($node, '+0');
+is(refusal($node), '', 'after a crash the node generates at once');
+
+# 5. The status view shows what was issued and what is reserved.
+$node->stop('immediate');
+start_faked($node, '+0');
+is($node->safe_psql('postgres', 'SELECT last_id IS NULL FROM snowflake_status'), 't',
+	'after a crash, no ID is shown as issued until one is');
+my $id = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+is($node->safe_psql('postgres', "SELECT last_id = $id AND high_water_mark >= last_id FROM snowflake_status"),
+	't', 'then the last ID, with the reservation at or above it');
+
+# 6. A wait is judged again when the clock steps back further, is visible
+# as a wait event, and a statement timeout cancels it.
+$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.max_clock_backward_ms = '10s'");
+$node->reload;
+$node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+set_clock_offset($node, '-3');
+($out, $err) = ('', '');
+my $waiter = IPC::Run::start(
+	[ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') . ' application_name=waiter',
+	  '-c', 'SELECT snowflake_nextval()' ],
+	'<', \undef, '>', \$out, '2>', \$err);
+ok($node->poll_query_until('postgres',
+	"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'waiter'"),
+	'a call waiting for the clock shows an Extension wait event');
+set_clock_offset($node, '-1h');
+$waiter->finish;
+like($err, qr/system clock moved backwards by \d+ ms/,
+	'a further step back during the wait is judged again and refused');
+set_clock_offset($node, '-3');
+my ($ret);
+($ret, $out, $err) = $node->psql('postgres', "SET statement_timeout = '300ms'; SELECT snowflake_nextval()");
+like($err, qr/canceling statement due to statement timeout/, 'a statement timeout cancels a wait');
+set_clock_offset($node, '+0');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
+$node->reload;
+select(undef, undef, undef, 3.5);
+
+# 7. A state file that cannot be written: a caller with room left gets its
+# ID; one without room gets a clear error; nothing is issued beyond the
+# reservation.
+my $file = $node->data_dir . '/snowflake.state';
+$node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+chmod 0400, $file;
+is(refusal($node), '', 'an unwritable state file: a call within the reservation succeeds');
+select(undef, undef, undef, 1.5);
+like(refusal($node), qr/could not open file "snowflake.state": Permission denied/,
+	'beyond it, a clear error');
+chmod 0600, $file;
+is(refusal($node), '', 'writable again, the node generates');
+
+# 8. A torn write damages one slot only; an empty or zeroed file is
+# refused, and the operator's repair continues above the ID given.
+my $last = $node->safe_psql('postgres', 'SELECT max(snowflake_nextval()) FROM generate_series(1, 100)');
+$node->stop('immediate');
+tear_state_file($file);
+start_faked($node, '+0');
+my $next = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+ok($next > $last, 'one torn slot: the other holds the mark, IDs continue above');
+for my $how ('empty', 'zeroed')
+{
+	$last = $node->safe_psql('postgres', 'SELECT max(snowflake_nextval()) FROM generate_series(1, 100)');
+	$node->stop('immediate');
+	open my $fh, '+<', $file or die;
+	if ($how eq 'empty') { truncate $fh, 0; }
+	else { print $fh "\0" x 1024; }
+	close $fh;
+	start_faked($node, '+0');
+	my $err = refusal($node);
+	like($err, qr/state file "snowflake.state" cannot be used: (it is empty|neither of its records is intact)/,
+		"an $how state file is refused");
+	like($err, qr/snowflake_repair_state/, '... naming the repair');
+	my $above = $last + 1_000_000_000;
+	is($node->safe_psql('postgres', "SELECT snowflake_repair_state($above) >= $above"), 't',
+		'the repair continues above the ID given');
+	ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $above, 'and IDs follow above it');
+}
+$node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
+($ret, $out, $err) = $node->psql('postgres', 'SELECT snowflake_repair_state(1)', extra_params => [ '-U', 'plain' ]);
+like($err, qr/permission denied for function snowflake_repair_state/, 'only a superuser repairs');
+
+done_testing();
