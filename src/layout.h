@@ -150,6 +150,40 @@ node_id_counter(int64 id)
 	return id & NODE_ID_COUNTER_MAX;
 }
 
+/*
+ * DecimalId (seed 001): counter * 10^10 + generator_id * 10^5 + launch_id,
+ * readable in decimal.  In shared memory the generator id and the last
+ * counter share one atomic word, the generator id in the high half.
+ */
+#define DECIMAL_COUNTER_MAX		INT64CONST(922337202)
+#define DECIMAL_COUNTER_UNIT	INT64CONST(10000000000)
+#define DECIMAL_GENERATOR_UNIT	INT64CONST(100000)
+#define DECIMAL_FIELD_MAX		99999
+
+static inline int64
+decimal_id_compose(int64 counter, int64 generator, int64 launch)
+{
+	return counter * DECIMAL_COUNTER_UNIT + generator * DECIMAL_GENERATOR_UNIT + launch;
+}
+
+static inline uint64
+decimal_word(int64 generator, int64 counter)
+{
+	return ((uint64) generator << 32) | (uint64) counter;
+}
+
+static inline int64
+decimal_word_generator(uint64 word)
+{
+	return (int64) (word >> 32);
+}
+
+static inline int64
+decimal_word_counter(uint64 word)
+{
+	return (int64) (word & 0xFFFFFFFF);
+}
+
 extern const SnowflakeLayout *layout_default(void);
 extern const SnowflakeLayout *layout_find(const char *name);
 extern const SnowflakeLayout *layout_presets(int *count);

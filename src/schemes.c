@@ -36,14 +36,9 @@ PG_FUNCTION_INFO_V1(decimal_id_decode);
 PG_FUNCTION_INFO_V1(snowflake_node_nextval);
 PG_FUNCTION_INFO_V1(snowflake_node_decode);
 
-#define DECIMAL_COUNTER_MAX		INT64CONST(922337202)
-#define DECIMAL_COUNTER_UNIT	INT64CONST(10000000000)
-#define DECIMAL_GENERATOR_UNIT	INT64CONST(100000)
-#define DECIMAL_FIELD_MAX		99999
-
 typedef struct DecimalShared
 {
-	pg_atomic_uint64 word;		/* generator id << 32 | last counter */
+	pg_atomic_uint64 word;		/* generator id and last counter: decimal_word() */
 	LWLock	   *lock;
 	uint64		writes;			/* counter of the file's newest record */
 	bool		usable;
@@ -143,7 +138,7 @@ schemes_shmem_init(void)
 		decimal_unusable("no generator id is left in this node's range, or it could not be recorded");
 		return;
 	}
-	pg_atomic_write_u64(&dec->word, (uint64) g << 32);
+	pg_atomic_write_u64(&dec->word, decimal_word(g, 0));
 }
 
 static void
@@ -164,7 +159,7 @@ advance_generator(uint64 g)
 
 	LWLockAcquire(dec->lock, LW_EXCLUSIVE);
 	cur = pg_atomic_read_u64(&dec->word);
-	if ((cur >> 32) == g)
+	if (decimal_word_generator(cur) == (int64) g)
 	{
 		next = next_generator((int64) g, ERROR);
 		if (next < 0)
@@ -174,9 +169,9 @@ advance_generator(uint64 g)
 			decimal_refuse();
 		}
 		/* others keep adding to the old word; this one wins or retries */
-		while (!pg_atomic_compare_exchange_u64(&dec->word, &cur, (uint64) next << 32))
+		while (!pg_atomic_compare_exchange_u64(&dec->word, &cur, decimal_word(next, 0)))
 		{
-			if ((cur >> 32) != g)
+			if (decimal_word_generator(cur) != (int64) g)
 				break;
 		}
 	}
@@ -205,12 +200,10 @@ decimal_id_nextval(PG_FUNCTION_ARGS)
 		if (!dec->usable)
 			decimal_refuse();
 		w = pg_atomic_add_fetch_u64(&dec->word, 1);
-		g = w >> 32;
-		counter = (int64) (w & 0xFFFFFFFF);
+		g = decimal_word_generator(w);
+		counter = decimal_word_counter(w);
 		if (counter <= DECIMAL_COUNTER_MAX)
-			PG_RETURN_INT64(counter * DECIMAL_COUNTER_UNIT +
-							(int64) g * DECIMAL_GENERATOR_UNIT +
-							snowflake_launch_id);
+			PG_RETURN_INT64(decimal_id_compose(counter, (int64) g, snowflake_launch_id));
 		advance_generator(g);
 	}
 }

@@ -32,6 +32,8 @@ my @known_errors = (
 	qr/cannot generate snowflake IDs during recovery/,
 	qr/could not (open|write|fsync|create) file "snowflake.state/,
 	qr/could not rename file "snowflake.state.new"/,
+	# a repair above an ID the layout in force cannot exceed
+	qr/snowflake ID \d+ is out of range for the "\w+" layout/,
 	# the history's own kills and restarts
 	qr/server closed the connection unexpectedly/,
 	qr/terminating connection because of crash of another server process/,
@@ -331,7 +333,7 @@ sub burst
 sub clock_step
 {
 	my ($h, $node) = @_;
-	my $kind = pick('small back', 'back', 'far back', 'forward', 'home', 'home', 'glitch');
+	my $kind = pick('small back', 'back', 'back', 'far back', 'far back', 'forward', 'home', 'glitch');
 	$h->{faults}++;
 	if ($kind eq 'glitch')
 	{
@@ -358,7 +360,7 @@ sub reload_settings
 	my $what = pick('worker', 'backward', 'ahead', 'ahead');
 	$h->{worker} = pick(1, 2, 3) if $what eq 'worker';
 	$h->{backward_ms} = pick(0, 10, 100, 2000) if $what eq 'backward';
-	$h->{ahead_ms} = pick(-1, 0, 50, 5000) if $what eq 'ahead';
+	$h->{ahead_ms} = pick(-1, -1, 0, 50, 5000) if $what eq 'ahead';
 	say_op($h, "reload: worker $h->{worker}, max_clock_backward_ms $h->{backward_ms}, max_run_ahead_ms $h->{ahead_ms}");
 	write_settings($h, $node);
 	$node->reload;
@@ -370,7 +372,7 @@ sub reload_settings
 sub restart
 {
 	my ($h, $node) = @_;
-	my $how = pick('fast', 'immediate', 'hard kill', 'keeper kill', 'keeper stop', 'layout');
+	my $how = pick('fast', 'immediate', 'hard kill', 'hard kill', 'keeper kill', 'keeper stop', 'layout');
 	wake_keeper($h, $node) unless $how eq 'keeper stop';
 	$h->{faults}++;
 	if ($how eq 'keeper kill' || $how eq 'keeper stop')
@@ -570,11 +572,11 @@ sub play_history
 		$node = $h->{node};
 		my $r = rand();
 		eval {
-			if ($r < 0.45) { burst($h, $node); }
-			elsif ($r < 0.60) { clock_step($h, $node); }
-			elsif ($r < 0.70) { reload_settings($h, $node); }
-			elsif ($r < 0.82) { restart($h, $node); }
-			elsif ($r < 0.90) { damage($h, $node); }
+			if ($r < 0.40) { burst($h, $node); }
+			elsif ($r < 0.58) { clock_step($h, $node); }
+			elsif ($r < 0.68) { reload_settings($h, $node); }
+			elsif ($r < 0.84) { restart($h, $node); }
+			elsif ($r < 0.91) { damage($h, $node); }
 			else { standby_op($h, $node); }
 			repair_if_refused($h, $h->{node});
 			1;
