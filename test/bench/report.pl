@@ -18,7 +18,27 @@ while (<$in>)
 }
 close $in;
 
-sub fmt { my $n = shift; 1 while $n =~ s/^(\d+)(\d{3})/$1,$2/; return $n; }
+sub fmt
+{
+	my $n = shift;
+	return 'failed' unless defined $n && $n ne '' && $n > 0;
+	1 while $n =~ s/^(\d+)(\d{3})/$1,$2/;
+	return $n;
+}
+
+# a ratio of two measurements; a run that failed (no figure, or 0) is
+# reported as failed, never divided by
+sub ratio
+{
+	my ($x, $y, $fmt) = @_;
+	return 'failed' unless defined $x && defined $y && $x ne '' && $y ne '' && $x > 0 && $y > 0;
+	return sprintf($fmt // '%.2fx', $x / $y);
+}
+sub ok_ratio
+{
+	my ($x, $y, $min) = @_;
+	return defined $x && defined $y && $x ne '' && $y ne '' && $y > 0 && $x / $y >= $min;
+}
 
 my $b = $v{bulk};
 my $seq = $b->{'nextval()'}{1};
@@ -34,7 +54,7 @@ $md .= "| generator | IDs/s | vs nextval() | vs C function call |\n|---|---:|---
 for my $g (@bulk_order)
 {
 	my $x = $b->{$g}{1};
-	$md .= sprintf "| %s | %s | %.2fx | %.2fx |\n", $g, fmt($x), $x / $seq, $x / $floor;
+	$md .= sprintf "| %s | %s | %s | %s |\n", $g, fmt($x), ratio($x, $seq), ratio($x, $floor);
 }
 
 my $c = $v{concurrent};
@@ -42,7 +62,7 @@ $md .= "\n### Concurrent generation (aggregate IDs/s)\n\n| generator | 1 | 2 | 4
 for my $g ('snowflake_nextval()', 'snowflake_nextval(), run-ahead', 'nextval()')
 {
 	$md .= "| $g | " . join(' | ', map { fmt($c->{$g}{$_}) } 1, 2, 4, 8)
-	  . sprintf(" | %.2fx |\n", $c->{$g}{8} / $c->{$g}{1});
+	  . ' | ' . ratio($c->{$g}{8}, $c->{$g}{1}) . " |\n";
 }
 
 for my $sc ('on', 'off')
@@ -53,7 +73,7 @@ for my $sc ('on', 'off')
 	for my $t (qw(bigserial snowflake uuid uuidv7))
 	{
 		$md .= "| $t | " . join(' | ', map {
-			sprintf '%s (%.2fx)', fmt(sprintf '%.0f', $i->{$t}{$_}), $i->{$t}{$_} / $i->{bigserial}{$_}
+			sprintf '%s (%s)', fmt(sprintf '%.0f', $i->{$t}{$_} || 0), ratio($i->{$t}{$_}, $i->{bigserial}{$_})
 		} 1, 4, 16) . " |\n";
 	}
 }
@@ -65,29 +85,30 @@ $md .= "\n### Primary key index after " . fmt($rows) . " rows (4 clients, batche
 $md .= "| key | size | vs bigserial | leaf density |\n|---|---:|---:|---:|\n";
 for my $t (qw(bigserial snowflake uuid uuidv7))
 {
-	$md .= sprintf "| %s | %.1f MB | %.2fx | %.1f%% |\n", $t, $ix->{$t}{$rows} / 1048576,
-	  $ix->{$t}{$rows} / $ix->{bigserial}{$rows}, $dn->{$t}{$rows};
+	$md .= sprintf "| %s | %.1f MB | %s | %.1f%% |\n", $t, ($ix->{$t}{$rows} || 0) / 1048576,
+	  ratio($ix->{$t}{$rows}, $ix->{bigserial}{$rows}), $dn->{$t}{$rows} || 0;
 }
 
 # the targets
 my $ceiling = $b->{'layout ceiling (4096 per ms)'}{1};
 my $def = $b->{'snowflake_nextval()'}{1};
 my $ra = $b->{'snowflake_nextval(), run-ahead'}{1};
+my $cra = $c->{'snowflake_nextval(), run-ahead'};
+my $ins = $v{insert_sync_off};
 my @t = (
-	[ 'default policy >= 95% of the layout ceiling', $def / $ceiling >= 0.95, sprintf('%.0f%%', 100 * $def / $ceiling) ],
-	[ 'default policy >= 95% of the lower of the ceiling and a bare C call', $def / min($ceiling, $floor) >= 0.95,
-	  sprintf('%.0f%%', 100 * $def / min($ceiling, $floor)) ],
-	[ 'run-ahead >= 2x nextval()', $ra / $seq >= 2, sprintf('%.2fx', $ra / $seq) ],
-	[ 'run-ahead within 1.3x of a bare C call', $floor / $ra <= 1.3, sprintf('%.2fx slower', $floor / $ra) ],
-	[ 'no drop from 1 to 8 backends beyond 2 cores', $c->{'snowflake_nextval(), run-ahead'}{8} >= 0.9 * $c->{'snowflake_nextval(), run-ahead'}{1},
-	  sprintf('%.2fx', $c->{'snowflake_nextval(), run-ahead'}{8} / $c->{'snowflake_nextval(), run-ahead'}{1}) ],
-	[ 'insert TPS >= 0.98x bigserial (sync off, 16 clients)',
-	  $v{insert_sync_off}{snowflake}{16} >= 0.98 * $v{insert_sync_off}{bigserial}{16},
-	  sprintf('%.2fx', $v{insert_sync_off}{snowflake}{16} / $v{insert_sync_off}{bigserial}{16}) ],
-	[ 'index within 2% of bigserial', abs($ix->{snowflake}{$rows} / $ix->{bigserial}{$rows} - 1) <= 0.02,
-	  sprintf('%.3fx', $ix->{snowflake}{$rows} / $ix->{bigserial}{$rows}) ],
-	[ 'index at most 0.6x of gen_random_uuid()', $ix->{snowflake}{$rows} <= 0.6 * $ix->{uuid}{$rows},
-	  sprintf('%.2fx', $ix->{snowflake}{$rows} / $ix->{uuid}{$rows}) ],
+	[ 'default policy >= 95% of the layout ceiling', ok_ratio($def, $ceiling, 0.95), ratio(100 * ($def || 0), $ceiling, '%.0f%%') ],
+	[ 'default policy >= 95% of the lower of the ceiling and a bare C call', ok_ratio($def, min($ceiling || 0, $floor || 0), 0.95),
+	  ratio(100 * ($def || 0), min($ceiling || 0, $floor || 0), '%.0f%%') ],
+	[ 'run-ahead >= 2x nextval()', ok_ratio($ra, $seq, 2), ratio($ra, $seq) ],
+	[ 'run-ahead within 1.3x of a bare C call', ok_ratio($ra, $floor, 1 / 1.3), ratio($floor, $ra, '%.2fx slower') ],
+	[ 'no drop from 1 to 8 backends beyond 2 cores', ok_ratio($cra->{8}, $cra->{1}, 0.9), ratio($cra->{8}, $cra->{1}) ],
+	[ 'insert TPS >= 0.98x bigserial (sync off, 16 clients)', ok_ratio($ins->{snowflake}{16}, $ins->{bigserial}{16}, 0.98),
+	  ratio($ins->{snowflake}{16}, $ins->{bigserial}{16}) ],
+	[ 'index within 2% of bigserial', ok_ratio($ix->{snowflake}{$rows}, $ix->{bigserial}{$rows}, 0.98)
+	  && ok_ratio($ix->{bigserial}{$rows}, $ix->{snowflake}{$rows}, 1 / 1.02),
+	  ratio($ix->{snowflake}{$rows}, $ix->{bigserial}{$rows}, '%.3fx') ],
+	[ 'index at most 0.6x of gen_random_uuid()', ok_ratio($ix->{uuid}{$rows}, $ix->{snowflake}{$rows}, 1 / 0.6),
+	  ratio($ix->{snowflake}{$rows}, $ix->{uuid}{$rows}) ],
 );
 $md .= "\n### Targets\n\n| target | met | measured |\n|---|---|---|\n";
 $md .= sprintf "| %s | %s | %s |\n", $_->[0], $_->[1] ? 'yes' : '**no**', $_->[2] for @t;
@@ -98,10 +119,10 @@ close $o;
 
 # charts
 open my $d1, '>', "$out/bulk.dat" or die;
-printf $d1 "\"%s\" %s\n", $_, $b->{$_}{1} / 1e6 for @bulk_order;
+printf $d1 "\"%s\" %s\n", $_, ($b->{$_}{1} || 0) / 1e6 for @bulk_order;
 close $d1;
 open my $d2, '>', "$out/index.dat" or die;
-printf $d2 "%s %.2f\n", $_, $ix->{$_}{$rows} / 1048576 for qw(bigserial snowflake uuid uuidv7);
+printf $d2 "%s %.2f\n", $_, ($ix->{$_}{$rows} || 0) / 1048576 for qw(bigserial snowflake uuid uuidv7);
 close $d2;
 open my $gp, '|-', 'gnuplot' or die "gnuplot: $!";
 print $gp <<"GP";
