@@ -29,8 +29,11 @@ install_deps() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")
 	done
-	# node and npm for the JavaScript client test, Debian's if none is there
-	command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+	# node and npm for the JavaScript client test (make test only), Debian's
+	# if none is there
+	if [ "${NEED_NODE:-0}" = 1 ]; then
+		command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		say "installing ${missing[*]}"
 		as_root apt-get update -qq
@@ -43,6 +46,21 @@ build_install() {
 	say "building and installing the extension"
 	make -s -C "$SRC" PG_CONFIG="$PGBIN/pg_config"
 	as_root make -s -C "$SRC" PG_CONFIG="$PGBIN/pg_config" install >/dev/null
+}
+
+# copy_sources DEST: the sources as git tracks them (or would: new files
+# too, ignored ones not), without build products; a plain copy outside git.
+copy_sources() {
+	local dest=$1
+	mkdir -p "$dest"
+	if command -v git >/dev/null && git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
+			while IFS= read -r -d '' f; do if [ -e "$f" ]; then printf '%s\0' "$f"; fi; done |
+			xargs -0 cp --parents -t "$dest/")
+	else
+		(cd "$SRC" && tar -c --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+			--exclude=tmp_check --exclude=node_modules .) | tar -x -C "$dest"
+	fi
 }
 
 # A directory the postgres account owns.

@@ -1,122 +1,123 @@
 #!/usr/bin/env bash
-# test/run.sh: `make test`.  Installs what is missing, builds and installs
-# the extension, then runs the pg_regress tests on a throwaway server with
-# the library preloaded, the not-preloaded test on one without it, and the
-# TAP tests.  Ends with one line: "snowflake: N passed, M failed".
+# test/run.sh: `make test`.  Runs test/suite.sh (build without warnings,
+# pg_regress with and without the library preloaded, TAP tests, the Debian
+# package) on every PostgreSQL version in PG_VERSIONS (default: 15 17 18
+# 19): on the host's own PostgreSQL (PG_MAJOR, 15 on Debian 12) directly,
+# and on each other version inside a Debian chroot that has it
+# (test/chroot.sh).  On the host's version also the JavaScript client test
+# and the benchmark's smoke run.  Says per version how many passed, and
+# ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
-install_deps
-build_install
-
-WORK=$(pg_workdir test)
-# the tests read their files as postgres: give them a copy it can read
-cp -r "$SRC/sql" "$SRC/expected" "$SRC/test" "$WORK/"
-[ "$(id -u)" = 0 ] && chown -R postgres: "$WORK"
-
-servers=()
-cleanup() {
-	for s in "${servers[@]}"; do stop_server "$s"; done
-}
-trap cleanup EXIT
+PG_VERSIONS=${PG_VERSIONS:-15 17 18 19}
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/snowflake-run.XXXXXX")
 
 passed=0
 failed=0
-REGRESS=$(sed -n 's/^REGRESS = //p' "$SRC/Makefile")
-PG_REGRESS=$PGLIB/pgxs/src/test/regress/pg_regress
+summary=()
 
-# regress NAME PRELOAD TESTS...
-regress() {
-	local name=$1 preload=$2 dir out rc=0 n
-	shift 2
-	dir=$(pg_workdir "$name")
-	servers+=("$dir")
-	say "pg_regress ($name): $*"
-	start_server "$dir" "$preload" "snowflake.worker_id = 7" "fsync = off"
-	out=$(cd "$WORK" && as_pg "$PG_REGRESS" --inputdir="$WORK" --outputdir="$WORK/$name" \
-		--bindir="$PGBIN" --host="$dir" --port=5432 --user=postgres \
-		--dbname=contrib_regression "$@" 2>&1) || rc=$?
-	echo "$out"
-	n=$#
-	if [ $rc -eq 0 ]; then
-		passed=$((passed + n))
-	else
-		local f
-		f=$(echo "$out" | sed -n 's/.* \([0-9]*\) of [0-9]* tests failed.*/\1/p')
-		f=${f:-$n}
-		failed=$((failed + f))
-		passed=$((passed + n - f))
-		cat "$WORK/$name/regression.diffs" 2>/dev/null || true
-		tail -n 30 "$dir/server.log"
+# count VERSION LOG: add the suite's closing line to the totals
+count() {
+	local v=$1 log=$2 line p f
+	line=$(grep -E "^PostgreSQL $v: [0-9]+ passed, [0-9]+ failed$" "$log" | tail -n 1 || true)
+	if [ -z "$line" ]; then
+		line="PostgreSQL $v: 0 passed, 1 failed"
+		echo "$line (the suite stopped before it counted; see above)"
 	fi
-	stop_server "$dir"
+	p=$(echo "$line" | sed 's/.*: \([0-9]*\) passed.*/\1/')
+	f=$(echo "$line" | sed 's/.* \([0-9]*\) failed$/\1/')
+	passed=$((passed + p))
+	failed=$((failed + f))
+	summary+=("$line")
+	# what passed: build, pg_regress, TAP, Debian package
+	line=$(grep -E "^PostgreSQL $v, build: " "$log" | tail -n 1 || true)
+	[ -z "$line" ] || summary+=("  ${line#"PostgreSQL $v, "}")
+	while IFS= read -r line; do
+		summary+=("  ${line#"PostgreSQL $v: "}")
+	done < <(grep -E "^chroot for PostgreSQL $v could not be built: |^PostgreSQL $v: (chroot ready|suite ran) in " "$log" || true)
 }
 
-# shellcheck disable=SC2086
-regress preloaded yes $REGRESS
-regress not_preloaded no not_preloaded
+host=no
+for v in $PG_VERSIONS; do
+	[ "$v" = "$PG_MAJOR" ] && host=yes
+done
 
-say "TAP tests"
-tap_out=$WORK/tap.out
-rc=0
-(cd "$WORK/test" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
-	TESTDIR="$WORK/test" PG_TEST_TIMEOUT_DEFAULT=300 \
-	prove -I "$PGLIB/pgxs/src/test/perl" -I "$WORK/test/lib" ${PROVE_TESTS:-t/*.pl}) \
-	2>&1 | tee "$tap_out" || rc=$?
-
-tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$tap_out")
-tfail=$(sed -n 's/.*Failed \([0-9]*\)\/[0-9]* subtests.*/\1/p' "$tap_out" | awk "{s+=\$1} END {print s+0}")
-tfail=${tfail:-0}
-if ! grep -q '^Result: PASS' "$tap_out"; then
-	[ "$tfail" -gt 0 ] || tfail=1
-	for f in "$WORK"/test/tmp_check/log/*.log; do
-		[ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
-	done
+if [ $host = yes ]; then
+	NEED_NODE=1 install_deps debhelper postgresql-server-dev-all dpkg-dev fakeroot
+	say "PostgreSQL $PG_MAJOR, on this machine"
+	t0=$(date +%s)
+	bash "$SRC/test/suite.sh" 2>&1 | tee "$RUN/suite-$PG_MAJOR.log" || true
+	echo "PostgreSQL $PG_MAJOR: suite ran in $(($(date +%s) - t0)) s" | tee -a "$RUN/suite-$PG_MAJOR.log"
+	count "$PG_MAJOR" "$RUN/suite-$PG_MAJOR.log"
 fi
-passed=$((passed + ${tests:-0} - tfail))
-failed=$((failed + tfail))
 
-# A real JavaScript client: node-postgres from npm.
-say "JavaScript client (node-postgres)"
-dir=$(pg_workdir js)
-servers+=("$dir")
-start_server "$dir" yes "snowflake.worker_id = 7"
-cp "$SRC/test/js/package.json" "$SRC/test/js/package-lock.json" "$SRC/test/js/json.test.mjs" "$WORK/"
-if (cd "$WORK" && npm ci --no-audit --no-fund >"$WORK/npm.log" 2>&1 &&
-	psql_at "$dir" -d postgres -qc 'CREATE EXTENSION snowflake' &&
-	PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres node --test json.test.mjs 2>&1 | tee "$WORK/js.out"); then :; fi
-js_pass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$WORK/js.out" 2>/dev/null)
-js_fail=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$WORK/js.out" 2>/dev/null)
-if [ -z "$js_pass" ]; then
-	tail -n 20 "$WORK/npm.log"
-	js_pass=0 js_fail=1
+for v in $PG_VERSIONS; do
+	[ "$v" = "$PG_MAJOR" ] && continue
+	say "PostgreSQL $v, in a chroot"
+	bash "$SRC/test/chroot.sh" "$v" 2>&1 | tee "$RUN/suite-$v.log" || true
+	count "$v" "$RUN/suite-$v.log"
+done
+
+if [ $host = yes ]; then
+	WORK=$(pg_workdir test)
+	# everything they make goes under WORK
+	mkdir -m 1777 "$WORK/tmp"
+	export TMPDIR=$WORK/tmp
+	servers=()
+	stop_all() {
+		local s
+		for s in "${servers[@]}"; do stop_server "$s"; done
+	}
+	trap stop_all EXIT
+	xpassed=0
+	xfailed=0
+
+	# A real JavaScript client: node-postgres from npm.
+	say "JavaScript client (node-postgres)"
+	dir=$(pg_workdir js)
+	servers+=("$dir")
+	start_server "$dir" yes "snowflake.worker_id = 7"
+	cp "$SRC/test/js/package.json" "$SRC/test/js/package-lock.json" "$SRC/test/js/json.test.mjs" "$WORK/"
+	if (cd "$WORK" && npm ci --no-audit --no-fund >"$WORK/npm.log" 2>&1 &&
+		psql_at "$dir" -d postgres -qc 'CREATE EXTENSION snowflake' &&
+		PGHOST=$dir PGPORT=5432 PGUSER=postgres PGDATABASE=postgres node --test json.test.mjs 2>&1 | tee "$WORK/js.out"); then :; fi
+	js_pass=$(sed -n 's/^# pass \([0-9]*\)/\1/p' "$WORK/js.out" 2>/dev/null)
+	js_fail=$(sed -n 's/^# fail \([0-9]*\)/\1/p' "$WORK/js.out" 2>/dev/null)
+	if [ -z "$js_pass" ]; then
+		tail -n 20 "$WORK/npm.log"
+		js_pass=0 js_fail=1
+	fi
+	xpassed=$((xpassed + js_pass))
+	xfailed=$((xfailed + js_fail))
+	stop_server "$dir"
+
+	# The benchmark's smoke run proves the suite works; it asserts no timing.
+	say "benchmark suite, quick run"
+	if QUICK=1 BENCH_OUT="$WORK/bench" bash "$SRC/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
+		grep -q '^### Targets' "$WORK/bench/latest.md" &&
+		[ "$(grep -c '^| ' "$WORK/bench/latest.md")" -ge 37 ]; then
+		echo "ok: the suite measured every generator and wrote its report"
+		xpassed=$((xpassed + 1))
+	else
+		tail -n 30 "$WORK/bench.log"
+		xfailed=$((xfailed + 1))
+	fi
+	passed=$((passed + xpassed))
+	failed=$((failed + xfailed))
+	summary+=("JavaScript client and benchmark smoke run, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	if [ "$xfailed" -eq 0 ]; then
+		rm -rf "$WORK"
+	else
+		summary+=("  (their files are in $WORK)")
+	fi
 fi
-passed=$((passed + js_pass))
-failed=$((failed + js_fail))
-stop_server "$dir"
 
-# The Debian package: built, installed, and the regression suite run against it.
-say "Debian package"
-if DEB_OUT="$WORK" bash "$SRC/test/deb.sh" >"$WORK/deb.log" 2>&1; then
-	grep -E 'install ok installed|All [0-9]+ tests passed|^package:' "$WORK/deb.log"
-	echo "ok: postgresql-$PG_MAJOR-snowflake built, installed and tested"
-	passed=$((passed + 1))
+if [ "$failed" -eq 0 ]; then
+	rm -rf "$RUN"
 else
-	tail -n 40 "$WORK/deb.log"
-	failed=$((failed + 1))
+	summary+=("  (the output of each version is in $RUN)")
 fi
-
-# The benchmark's smoke run proves the suite works; it asserts no timing.
-say "benchmark suite, quick run"
-if QUICK=1 BENCH_OUT="$WORK/bench" bash "$SRC/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
-	grep -q '^### Targets' "$WORK/bench/latest.md" &&
-	[ "$(grep -c '^| ' "$WORK/bench/latest.md")" -ge 37 ]; then
-	echo "ok: the suite measured every generator and wrote its report"
-	passed=$((passed + 1))
-else
-	tail -n 30 "$WORK/bench.log"
-	failed=$((failed + 1))
-fi
-
 echo
+printf '%s\n' "${summary[@]}"
 echo "snowflake: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# test/chroot.sh VERSION: the tests of one PostgreSQL version that the host
+# does not have, in a Debian chroot that has it.  Makes the chroot with
+# mmdebstrap from the host's Debian mirror (PostgreSQL 17 from trixie, 18
+# from sid, 19 from experimental on top of sid), or reuses the one in
+# /var/tmp/snowflake-chroot-VERSION; copies the sources in and runs
+# test/suite.sh there, with /proc and /dev/shm mounted for the run only.
+# Ends with the suite's line "PostgreSQL VERSION: N passed, M failed"; a
+# chroot that cannot be made counts as one failure, and says so.
+set -euo pipefail
+
+V=${1:?usage: test/chroot.sh VERSION}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BASE=${SNOWFLAKE_CHROOT_BASE:-/var/tmp}
+ROOT=$BASE/snowflake-chroot-$V
+
+if [ "$(id -u)" != 0 ]; then
+	exec sudo --preserve-env=CI,PROVE_TESTS,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE bash "$0" "$@"
+fi
+
+not_built() {
+	echo "chroot for PostgreSQL $V could not be built: $*"
+	echo "PostgreSQL $V: 0 passed, 1 failed"
+	exit 1
+}
+
+case $V in
+15) SUITE=bookworm EXTRA= ;;
+17) SUITE=trixie EXTRA= ;;
+18) SUITE=sid EXTRA= ;;
+19) SUITE=sid EXTRA=experimental ;;
+*) not_built "no Debian release has postgresql-$V" ;;
+esac
+
+# The host's Debian mirror, from its apt sources (deb822 or one-line).
+host_mirror() {
+	local m
+	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n' |
+		grep -v security | grep -E '/debian/?$' | head -n 1 || true)
+	[ -n "$m" ] || m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk '/^deb / { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:/) { print $i; break } }' |
+		grep -v security | grep -E '/debian/?$' | head -n 1 || true)
+	echo "${m:-http://deb.debian.org/debian}"
+}
+MIRROR=${SNOWFLAKE_MIRROR:-$(host_mirror)}
+
+PKGS="postgresql-$V postgresql-server-dev-$V make gcc libc6-dev libipc-run-perl faketime perl"
+# pgrep for the crash tests; the tools that build the Debian package
+PKGS="$PKGS procps build-essential debhelper postgresql-server-dev-all dpkg-dev fakeroot"
+STAMP="suite=$SUITE${EXTRA:++$EXTRA} packages=$PKGS"
+
+# One run at a time per chroot.
+exec 9>"$ROOT.lock"
+flock 9
+
+make_chroot() {
+	local tmp log sources hooks
+	# the remains of a run that died while making one
+	rm -f "$ROOT".new.*.log
+	for tmp in "$ROOT".new.*; do
+		[ -d "$tmp" ] || continue
+		grep -q " $tmp/" /proc/mounts && continue
+		rm -rf "$tmp"
+	done
+	if [ -d "$ROOT" ]; then
+		if [ "$(cat "$ROOT/etc/snowflake-chroot" 2>/dev/null)" = "$STAMP" ]; then
+			echo "reusing $ROOT"
+			return 0
+		fi
+		echo "$ROOT was made for another package set: making it again"
+		grep -q " $ROOT/" /proc/mounts && not_built "$ROOT has file systems mounted"
+		rm -rf "$ROOT"
+	fi
+	command -v mmdebstrap >/dev/null || {
+		echo "installing mmdebstrap"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends mmdebstrap >/dev/null
+	} || not_built "mmdebstrap is not installed and could not be"
+	tmp=$(mktemp -d "$ROOT.new.XXXXXX")
+	log=$tmp.log
+	sources=("deb $MIRROR $SUITE main")
+	hooks=()
+	if [ -n "$EXTRA" ]; then
+		sources+=("deb $MIRROR $EXTRA main")
+		# PostgreSQL and its libpq from there, everything else from $SUITE
+		hooks+=(--setup-hook="mkdir -p \"\$1/etc/apt/preferences.d\" &&
+			printf 'Package: src:postgresql-$V\nPin: release a=$EXTRA\nPin-Priority: 990\n' \
+				>\"\$1/etc/apt/preferences.d/postgresql-$V\"")
+	fi
+	echo "making $ROOT: Debian $SUITE${EXTRA:+ + $EXTRA} from $MIRROR"
+	# no package may create a cluster or start a server
+	if ! mmdebstrap --mode=root --variant=apt --format=directory \
+		--aptopt='Acquire::Check-Valid-Until "false"' \
+		--aptopt='APT::Install-Recommends "false"' \
+		--aptopt='Acquire::Languages "none"' \
+		--include="${PKGS// /,}" \
+		--setup-hook='mkdir -p "$1/etc/postgresql-common/createcluster.d" &&
+			echo "create_main_cluster = off" >"$1/etc/postgresql-common/createcluster.d/snowflake.conf"' \
+		"${hooks[@]}" \
+		"$SUITE" "$tmp" "${sources[@]}" </dev/null >"$log" 2>&1; then
+		tail -n 25 "$log"
+		rm -rf "$tmp"
+		not_built "mmdebstrap failed (log: $log): $(grep -E '^ .* : Depends: |^E: ' "$log" | head -n 1 | sed 's/^ *//')"
+	fi
+	printf '#!/bin/sh\n# no service starts in this chroot\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
+	chmod 755 "$tmp/usr/sbin/policy-rc.d"
+	[ -x "$tmp/usr/lib/postgresql/$V/bin/pg_config" ] || {
+		rm -rf "$tmp"
+		not_built "postgresql-server-dev-$V did not install"
+	}
+	echo "$STAMP" >"$tmp/etc/snowflake-chroot"
+	mv "$tmp" "$ROOT"
+	rm -f "$log"
+}
+
+t0=$(date +%s)
+make_chroot
+t1=$(date +%s)
+echo "PostgreSQL $V: chroot ready in $((t1 - t0)) s"
+
+# processes of this run still inside the chroot (servers of an interrupted
+# suite), by pid
+stop_inside() {
+	local p pids=()
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/root" 2>/dev/null)" = "$ROOT" ] && pids+=("${p#/proc/}")
+	done
+	[ ${#pids[@]} -gt 0 ] || return 0
+	echo "stopping ${#pids[@]} processes left in $ROOT"
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	sleep 2
+	kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+mounts=()
+unmount_all() {
+	local i
+	stop_inside
+	for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
+		umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" || true
+	done
+	mounts=()
+}
+trap unmount_all EXIT
+trap 'exit 130' INT TERM
+mount_in() {
+	local target=$ROOT$1
+	shift
+	mkdir -p "$target"
+	mount "$@" "$target"
+	mounts+=("$target")
+}
+mount_in /proc -t proc proc
+mount_in /dev/shm -t tmpfs -o mode=1777,nosuid,nodev tmpfs
+[ -e "$ROOT/dev/null" ] || not_built "$ROOT/dev has no device nodes"
+
+# the sources, as git tracks them (or would)
+. "$SRC/test/lib.sh"
+rm -rf "$ROOT/build/snowflake"
+mkdir -p "$ROOT/build/snowflake"
+copy_sources "$ROOT/build/snowflake"
+
+rc=0
+chroot "$ROOT" /usr/bin/env -i \
+	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	HOME=/root LANG=C.UTF-8 CI="${CI:-}" PROVE_TESTS="${PROVE_TESTS:-}" \
+	PG_MAJOR="$V" SUITE_HOST_ROOT="$ROOT" \
+	bash /build/snowflake/test/suite.sh </dev/null || rc=$?
+echo "PostgreSQL $V: suite ran in $(($(date +%s) - t1)) s"
+exit $rc

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# test/suite.sh: the tests of one PostgreSQL version (PG_MAJOR), the same on
+# the host (test/run.sh) and inside a chroot (test/chroot.sh).  Builds a
+# clean copy of the sources with that version's pg_config (a build with a
+# warning counts as a failure), installs it, runs the pg_regress tests on a
+# throwaway server with the library preloaded and the not-preloaded test on
+# one without it, the TAP tests, and builds, installs and tests the Debian
+# package.  Expects its packages to be there already.  Ends with one line:
+# "PostgreSQL NN: N passed, M failed".  Removes its files when everything
+# passed, and otherwise says where they are.
+. "$(dirname "$0")/lib.sh"
+
+WORK=$(pg_workdir "pg$PG_MAJOR")
+# everything the suite and its tools make goes under WORK
+mkdir -m 1777 "$WORK/tmp"
+export TMPDIR=$WORK/tmp
+# where WORK is seen from outside a chroot
+SHOWN=${SUITE_HOST_ROOT:-}$WORK
+
+servers=()
+cleanup() {
+	for s in "${servers[@]}"; do stop_server "$s"; done
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+parts=()
+finish() {
+	cleanup
+	servers=()
+	echo
+	echo "PostgreSQL $PG_MAJOR, $(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')"
+	if [ "$failed" -eq 0 ]; then
+		rm -rf "$WORK"
+	else
+		echo "PostgreSQL $PG_MAJOR: the files of this run are in $SHOWN"
+	fi
+	echo "PostgreSQL $PG_MAJOR: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit
+}
+
+# 1. build: the same sources, this version's headers, no warnings
+say "PostgreSQL $PG_MAJOR: building ($("$PGBIN/pg_config" --version))"
+B=$WORK/build
+copy_sources "$B"
+if make -C "$B" PG_CONFIG="$PGBIN/pg_config" >"$WORK/build.log" 2>&1; then
+	warnings=$(grep -c 'warning:' "$WORK/build.log" || true)
+	if [ "$warnings" -eq 0 ]; then
+		echo "ok: built without warnings"
+		passed=$((passed + 1))
+	else
+		grep -A 4 'warning:' "$WORK/build.log"
+		echo "not ok: $warnings warnings"
+		failed=$((failed + 1))
+	fi
+	parts+=("build: $warnings warnings")
+	as_root make -s -C "$B" PG_CONFIG="$PGBIN/pg_config" install >/dev/null
+else
+	grep -E -B 2 -A 4 'error|Error' "$WORK/build.log" | head -n 60
+	echo "not ok: the build failed"
+	failed=$((failed + 1))
+	parts+=("build: FAILED")
+	finish
+fi
+# the tests read their files as postgres
+[ "$(id -u)" = 0 ] && chown -R postgres: "$B"
+
+# 2. pg_regress
+REGRESS=$(sed -n 's/^REGRESS = //p' "$B/Makefile")
+PG_REGRESS=$PGLIB/pgxs/src/test/regress/pg_regress
+rpassed=0
+rfailed=0
+
+# regress NAME PRELOAD TESTS...
+regress() {
+	local name=$1 preload=$2 dir out rc=0 n f
+	shift 2
+	dir=$(pg_workdir "$name")
+	servers+=("$dir")
+	say "PostgreSQL $PG_MAJOR: pg_regress ($name): $*"
+	start_server "$dir" "$preload" "snowflake.worker_id = 7" "fsync = off"
+	out=$(cd "$B" && as_pg "$PG_REGRESS" --inputdir="$B" --outputdir="$WORK/$name" \
+		--bindir="$PGBIN" --host="$dir" --port=5432 --user=postgres \
+		--dbname=contrib_regression "$@" 2>&1) || rc=$?
+	echo "$out"
+	n=$#
+	if [ $rc -eq 0 ]; then
+		rpassed=$((rpassed + n))
+	else
+		f=$(echo "$out" | sed -n 's/.* \([0-9]*\) of [0-9]* tests failed.*/\1/p')
+		f=${f:-$n}
+		rfailed=$((rfailed + f))
+		rpassed=$((rpassed + n - f))
+		cat "$WORK/$name/regression.diffs" 2>/dev/null || true
+		tail -n 30 "$dir/server.log"
+	fi
+	stop_server "$dir"
+}
+
+# shellcheck disable=SC2086
+regress preloaded yes $REGRESS
+regress not_preloaded no not_preloaded
+passed=$((passed + rpassed))
+failed=$((failed + rfailed))
+parts+=("pg_regress: $rpassed of $((rpassed + rfailed)) passed")
+
+# 3. TAP tests.  PostgreSQL 16 and later take the data and log directories
+# from TESTDATADIR and TESTLOGDIR (without them, relative paths, which
+# neither libfaketime's clock file nor archive_command can use); 15 from
+# TESTDIR.
+say "PostgreSQL $PG_MAJOR: TAP tests"
+T=$B/test
+tap_out=$WORK/tap.out
+rc=0
+# shellcheck disable=SC2086
+(cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
+	TESTDIR="$T" TESTDATADIR="$T/tmp_check" TESTLOGDIR="$T/tmp_check/log" \
+	PG_TEST_TIMEOUT_DEFAULT=300 \
+	prove -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
+	2>&1 | tee "$tap_out" || rc=$?
+
+tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$tap_out")
+tests=${tests:-0}
+tfail=$(sed -n 's/.*Failed \([0-9]*\)\/[0-9]* subtests.*/\1/p' "$tap_out" | awk '{s+=$1} END {print s+0}')
+if ! grep -q '^Result: PASS' "$tap_out"; then
+	[ "$tfail" -gt 0 ] || tfail=1
+	for f in "$T"/tmp_check/log/*.log; do
+		[ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
+	done
+fi
+[ "$tests" -ge "$tfail" ] || tests=$tfail
+passed=$((passed + tests - tfail))
+failed=$((failed + tfail))
+parts+=("TAP: $((tests - tfail)) of $tests passed")
+
+# 4. the Debian package: built for this version, installed, and the
+# regression suite run against it
+say "PostgreSQL $PG_MAJOR: Debian package"
+if DEB_OUT="$WORK" bash "$SRC/test/deb.sh" >"$WORK/deb.log" 2>&1; then
+	grep -E 'install ok installed|All [0-9]+ tests passed|^package:' "$WORK/deb.log"
+	echo "ok: postgresql-$PG_MAJOR-snowflake built, installed and tested"
+	passed=$((passed + 1))
+	parts+=("Debian package: ok")
+else
+	tail -n 40 "$WORK/deb.log"
+	echo "not ok: postgresql-$PG_MAJOR-snowflake"
+	failed=$((failed + 1))
+	parts+=("Debian package: FAILED")
+fi
+
+finish
