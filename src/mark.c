@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "access/twophase.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
@@ -46,6 +48,9 @@ GeneratorShared *snowflake_shared = NULL;
 
 /* the checkpoint recovery started from, in Unix ms; 0 if unknown */
 static int64 checkpoint_floor_ms = 0;
+
+/* this start replays WAL of another server (standby, restore, backup) */
+static bool took_over = false;
 
 static uint32 wait_event_reserve = 0;
 
@@ -98,6 +103,9 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 	m.mark_id = mark_id;
 	m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(m.layout, l->name, sizeof(m.layout));
+	/* a restart must still know that the takeover is not settled */
+	if (took_over && !snowflake_shared->floor_done)
+		m.flags |= MARK_FLAG_TAKEOVER;
 	return persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m),
 							  &snowflake_shared->writes, elevel);
 }
@@ -143,6 +151,8 @@ load_mark(const SnowflakeLayout *l)
 		return;
 	}
 
+	if (m.flags & MARK_FLAG_TAKEOVER)
+		took_over = true;
 	pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) m.mark_id);
 	pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) m.mark_id);
 	pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) m.mark_id);
@@ -173,6 +183,11 @@ read_checkpoint_time(void)
 
 	if (crc_ok && cf->state != DB_SHUTDOWNED && cf->checkPointCopy.time > 0)
 		checkpoint_floor_ms = ((int64) cf->checkPointCopy.time + 1) * 1000;
+	took_over = (crc_ok && (cf->state == DB_IN_ARCHIVE_RECOVERY ||
+							cf->state == DB_SHUTDOWNED_IN_RECOVERY)) ||
+		access("standby.signal", F_OK) == 0 ||
+		access("recovery.signal", F_OK) == 0 ||
+		access("backup_label", F_OK) == 0;
 	pfree(cf);
 }
 
@@ -254,9 +269,18 @@ mark_shmem_init(void)
  * replayed.  Every ID that server committed was issued before its commit,
  * at a time at most max_run_ahead_ms ahead of the commit's clock, so the
  * last replayed commit and the checkpoint recovery started from bound
- * them.  Returns true if the state moved.  Called with the lock held.
+ * them.  Returns FLOOR_MOVED if the state moved, and FLOOR_UNBOUNDED when
+ * the node took over another server's WAL and max_run_ahead_ms = -1 leaves
+ * that server's IDs without a bound.  Called with the lock held.
  */
-static bool
+typedef enum FloorResult
+{
+	FLOOR_KEPT,
+	FLOOR_MOVED,
+	FLOOR_UNBOUNDED
+} FloorResult;
+
+static FloorResult
 apply_floor(const SnowflakeLayout *l)
 {
 	TimestampTz latest = GetLatestXTime();
@@ -264,22 +288,34 @@ apply_floor(const SnowflakeLayout *l)
 	int64		tick;
 	int64		floor_id;
 
+	if (took_over && snowflake_max_run_ahead_ms < 0)
+		return FLOOR_UNBOUNDED;
 	if (latest != 0)
 		floor_ms = Max(floor_ms, latest / 1000 + PG_EPOCH_UNIX_MS + 1);
 	if (floor_ms <= 0)
-		return false;
+		return FLOOR_KEPT;
 	if (snowflake_max_run_ahead_ms > 0)
 		floor_ms += snowflake_max_run_ahead_ms;
 	tick = layout_unix_ms_to_tick(l, floor_ms);
 	if (tick < 0)
-		return false;
+		return FLOOR_KEPT;
 	floor_id = tick_ceiling(l, tick);
 
 	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
-		return false;
+		return FLOOR_KEPT;
 	atomic_raise(&snowflake_shared->last_id, (uint64) floor_id);
 	snowflake_shared->resumed_from = Max(snowflake_shared->resumed_from, floor_id);
-	return true;
+	return FLOOR_MOVED;
+}
+
+static void
+refuse_unbounded(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("snowflake cannot bound the IDs of the server this node took over from"),
+			 errdetail("With snowflake.max_run_ahead_ms = -1, that server may have issued IDs any time ahead of its last commit that reached this node."),
+			 errhint("Set snowflake.max_run_ahead_ms to the bound that server used and reload, or, as a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold.")));
 }
 
 static void
@@ -336,8 +372,15 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 	}
 	if (!snowflake_shared->floor_done)
 	{
+		FloorResult f = apply_floor(l);
+
+		if (f == FLOOR_UNBOUNDED)
+		{
+			LWLockRelease(snowflake_shared->lock);
+			refuse_unbounded();
+		}
 		snowflake_shared->floor_done = true;
-		if (apply_floor(l))
+		if (f == FLOOR_MOVED)
 			result = RESERVE_MOVED;
 	}
 	if (result != RESERVE_MOVED)
@@ -379,7 +422,20 @@ mark_settle(void)
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	if (!snowflake_shared->floor_done && !snowflake_shared->state_broken)
 	{
-		if (apply_floor(l))
+		FloorResult f = apply_floor(l);
+
+		if (f == FLOOR_UNBOUNDED)
+		{
+			/*
+			 * Backends refuse until a reload gives a bound or an operator
+			 * repairs; the file says so, for a restart before then.
+			 */
+			if (!snowflake_shared->state_broken)
+				(void) write_mark(l, Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id)), WARNING);
+			LWLockRelease(snowflake_shared->lock);
+			return;
+		}
+		if (f == FLOOR_MOVED)
 		{
 			int64		mark = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 
@@ -482,11 +538,16 @@ mark_repair(int64 above)
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
 	}
-	(void) apply_floor(l);
+	if (apply_floor(l) == FLOOR_UNBOUNDED && above == 0)
+	{
+		LWLockRelease(snowflake_shared->lock);
+		refuse_unbounded();
+	}
 	atomic_raise(&snowflake_shared->last_id, (uint64) above);
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 
 	/* a new file, whole, whatever the old one holds */
+	snowflake_shared->floor_done = true;
 	snowflake_shared->writes = 0;
 	(void) write_mark(l, last, ERROR);
 

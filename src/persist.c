@@ -124,16 +124,19 @@ persist_read_file(const char *path, void *payload, size_t len,
 		return MARK_BROKEN;
 	}
 
+	/* a version-1 record may be shorter: later fields read as 0 */
+	memset(&v1, 0, sizeof(v1));
 	memcpy(&v1, buf, Min((size_t) n, sizeof(v1)));
-	if (n == (ssize_t) (sizeof(v1) + len + sizeof(pg_crc32c)) &&
-		v1.magic == STATE_MAGIC && v1.version == 1 && v1.length == len)
+	if (v1.magic == STATE_MAGIC && v1.version == 1 && v1.length <= len &&
+		n == (ssize_t) (sizeof(v1) + v1.length + sizeof(pg_crc32c)))
 	{
-		if (!crc_ok(buf, sizeof(v1) + len))
+		if (!crc_ok(buf, sizeof(v1) + v1.length))
 		{
 			*problem = "its checksum does not match";
 			return MARK_BROKEN;
 		}
-		memcpy(payload, buf + sizeof(v1), len);
+		memset(payload, 0, len);
+		memcpy(payload, buf + sizeof(v1), v1.length);
 		*writes = 0;
 		return MARK_OK;
 	}

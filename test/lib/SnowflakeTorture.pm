@@ -27,6 +27,7 @@ my @known_errors = (
 	qr/snowflake generator is \d+ ms ahead of the system clock/,
 	qr/snowflake layout "\w+" cannot continue above the IDs issued under layout/,
 	qr/snowflake state file "snowflake.state" cannot be used/,
+	qr/snowflake cannot bound the IDs of the server this node took over from/,
 	qr/snowflake cannot generate IDs: /,
 	qr/snowflake.worker_id is not set/,
 	qr/cannot generate snowflake IDs during recovery/,
@@ -460,7 +461,8 @@ sub repair_if_refused
 {
 	my ($h, $node) = @_;
 	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
-	return unless $ret != 0 && $err =~ /state file "snowflake.state" cannot be used/;
+	return unless $ret != 0 &&
+	  $err =~ /state file "snowflake.state" cannot be used|cannot bound the IDs of the server this node took over from/;
 	say_op($h, "repair above $h->{floor}");
 	($ret, $out, $err) = try_sql($node, "SELECT snowflake_repair_state($h->{floor})");
 	check_error($h, $err, 'repair') if $ret != 0;

@@ -209,4 +209,29 @@ $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT snowflake_repair_state(1)', extra_params => [ '-U', 'plain' ]);
 like($err, qr/permission denied for function snowflake_repair_state/, 'only a superuser repairs');
 
+# 9. A standby promoted with no bound on running ahead cannot bound the old
+# primary's IDs: it refuses, also after a crash, until an operator repairs.
+my $primary = snowflake_node('primary9', worker_id => 5, allows_streaming => 1,
+	conf => "snowflake.max_run_ahead_ms = -1\n");
+start_faked($primary, '+0');
+$primary->safe_psql('postgres', 'CREATE EXTENSION snowflake; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval())');
+$primary->backup('b9');
+my $standby = PostgreSQL::Test::Cluster->new('standby9');
+$standby->init_from_backup($primary, 'b9', has_streaming => 1);
+start_faked($standby, '+0');
+$primary->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 1000)');
+$primary->wait_for_catchup($standby);
+$primary->stop('immediate');
+$standby->promote;
+like(refusal($standby), qr/cannot bound the IDs of the server this node took over from/,
+	'promoted with max_run_ahead_ms = -1: refused');
+$standby->stop('immediate');
+start_faked($standby, '+0');
+like(refusal($standby), qr/cannot bound the IDs of the server this node took over from/,
+	'and still after a crash');
+my $max9 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
+$standby->safe_psql('postgres', "SELECT snowflake_repair_state($max9)");
+ok($standby->safe_psql('postgres', 'SELECT snowflake_nextval()') > $max9,
+	'repaired, it continues above the largest ID');
+
 done_testing();

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# test/torture.sh: `make torture`.  Plays SEEDS random fault histories (100
+# by default) of STEPS steps (50) from seed FIRST_SEED (1) on, with the
+# checker of t/010_torture.pl, on this machine's PostgreSQL (PG_MAJOR).
+# A failing seed prints its history; replay it with
+#   make torture FIRST_SEED=<seed> SEEDS=1
+# Ends with the checker's totals and one line "torture: N passed, M failed".
+. "$(dirname "$0")/lib.sh"
+
+install_deps
+build_install
+
+WORK=$(pg_workdir torture)
+cp -r "$SRC/test" "$WORK/"
+[ "$(id -u)" = 0 ] && chown -R postgres: "$WORK"
+T=$WORK/test
+say "torture: ${SEEDS:-100} histories of ${STEPS:-50} steps from seed ${FIRST_SEED:-1}"
+rc=0
+(cd "$T" && as_pg env PATH="$PGBIN:$PATH" TESTDIR="$T" TESTDATADIR="$T/tmp_check" \
+	TESTLOGDIR="$T/tmp_check/log" PG_TEST_TIMEOUT_DEFAULT=300 \
+	TORTURE_SEEDS="${SEEDS:-100}" TORTURE_STEPS="${STEPS:-50}" \
+	TORTURE_FIRST_SEED="${FIRST_SEED:-1}" TORTURE_VERBOSE="${VERBOSE:-}" \
+	prove -v -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" t/010_torture.pl) \
+	>"$WORK/torture.out" 2>&1 || rc=$?
+grep -E '^(not ok|#)' "$WORK/torture.out" | grep -vE '^# +[0-9]+ ' || true
+n=$(grep -c '^ok ' "$WORK/torture.out" || true)
+f=$(grep -c '^not ok ' "$WORK/torture.out" || true)
+[ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || f=1
+if [ "$rc" -eq 0 ]; then
+	rm -rf "$WORK"
+else
+	echo "the files of this run are in $WORK"
+fi
+echo "torture: $n passed, $f failed"
+[ "$rc" -eq 0 ]
