@@ -4,6 +4,7 @@
 #   make test       the same set-up, then every regression and TAP test
 #   make bench      the benchmark suite (make bench-quick: a smoke run)
 #   make deb        build the Debian package, install it, test it
+#   make torture    the random fault-history checker: SEEDS=N histories (100)
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
@@ -41,7 +42,7 @@ $(OBJS): | objdir
 objdir:
 	@mkdir -p src
 
-.PHONY: demo demo-stop test bench bench-quick deb
+.PHONY: demo demo-stop test bench bench-quick deb torture installcheck-requirements
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -60,3 +61,13 @@ bench-quick:
 
 deb:
 	PG_MAJOR=$(PG_MAJOR) bash test/deb.sh
+
+torture:
+	PG_MAJOR=$(PG_MAJOR) SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) \
+		bash test/torture.sh
+
+# make installcheck runs against a server of your own: say what it needs
+# before a page of diffs does
+installcheck: installcheck-requirements
+installcheck-requirements:
+	PSQL="$(bindir)/psql" bash $(srcdir)/test/installcheck-check.sh

@@ -16,7 +16,8 @@ cp -r "$SRC/test" "$WORK/"
 T=$WORK/test
 say "torture: ${SEEDS:-100} histories of ${STEPS:-50} steps from seed ${FIRST_SEED:-1}"
 rc=0
-(cd "$T" && as_pg env PATH="$PGBIN:$PATH" TESTDIR="$T" TESTDATADIR="$T/tmp_check" \
+(cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PGLIB/pgxs/src/test/regress/pg_regress" \
+	TESTDIR="$T" TESTDATADIR="$T/tmp_check" \
 	TESTLOGDIR="$T/tmp_check/log" PG_TEST_TIMEOUT_DEFAULT=300 \
 	TORTURE_SEEDS="${SEEDS:-100}" TORTURE_STEPS="${STEPS:-50}" \
 	TORTURE_FIRST_SEED="${FIRST_SEED:-1}" TORTURE_VERBOSE="${VERBOSE:-}" \
