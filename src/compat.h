@@ -12,6 +12,8 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "replication/origin.h"
+#include "replication/slot.h"
 #include "utils/guc_tables.h"
 #include "utils/wait_event.h"
 
@@ -35,6 +37,32 @@ compat_wait_event(const char *name, uint32 *cache)
 	return PG_WAIT_EXTENSION;
 #endif
 }
+
+/* 19 renamed RepOriginId to ReplOriginId */
+#if PG_VERSION_NUM >= 190000
+typedef ReplOriginId compat_origin_id;
+#define COMPAT_INVALID_ORIGIN	InvalidReplOriginId
+#else
+typedef RepOriginId compat_origin_id;
+#define COMPAT_INVALID_ORIGIN	InvalidRepOriginId
+#endif
+
+/* 18 sized replication origins by a setting of their own */
+static inline int
+compat_max_origins(void)
+{
+#if PG_VERSION_NUM >= 180000
+	return max_active_replication_origins;
+#else
+	return max_replication_slots;
+#endif
+}
+
+#if PG_VERSION_NUM >= 180000
+#define COMPAT_MAX_ORIGINS_NAME "max_active_replication_origins"
+#else
+#define COMPAT_MAX_ORIGINS_NAME "max_replication_slots"
+#endif
 
 /* 16 made get_guc_variables() return its length */
 static inline struct config_generic **

@@ -42,6 +42,13 @@ layout_arg(text *name)
 	char	   *s = text_to_cstring(name);
 	const SnowflakeLayout *l = layout_find(s);
 
+	/* the custom layout is known by name where the server runs it */
+	if (l == NULL && pg_strcasecmp(s, "custom") == 0 &&
+		strcmp(snowflake_layout->name, "custom") == 0)
+	{
+		settings_require_usable();
+		l = snowflake_layout;
+	}
 	if (l == NULL)
 	{
 		int			n;

@@ -190,7 +190,9 @@ refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
 				 errhint("snowflake.max_clock_backward_ms (%d ms) limits waiting for the clock and snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
 						 snowflake_max_clock_backward_ms,
 						 snowflake_max_run_ahead_ms)));
-	if (snowflake_shared->prev_layout[0] != '\0')
+	/* the layout's message, while nothing was issued in the new layout */
+	if (snowflake_shared->prev_layout[0] != '\0' &&
+		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",

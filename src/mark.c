@@ -4,23 +4,31 @@
  *	  The node's generator state in shared memory and the durable
  *	  high-water mark that bounds it: loading and validating the mark at
  *	  server start, the floor after recovery, the reservations that bound
- *	  the IDs a node may issue and their renewal, the worker id in force,
- *	  the operator's repair, and the exact record at shutdown.
+ *	  the IDs a node may issue, the worker id in force, the operator's
+ *	  repair, and the exact record at shutdown.
  *
- * The generator reserves ID time a window ahead of the IDs it issues and
- * makes the reservation durable (persist.c) before it hands out an ID
- * beyond the previous one.  The keeper renews it ahead of time; a backend
- * that outruns the keeper renews it itself, without blocking the others
- * while there is room, and waits (interruptibly) only at the
- * reservation's end.  A reservation is made only for IDs that are being
- * issued, never for the clock alone, so a clock that jumps far ahead with
- * no ID issued reserves nothing.
+ * No ID above the reservation is issued.  A reservation reaches a window
+ * of ID time ahead of the IDs being issued (never of the clock alone), and
+ * only the keeper makes one: it writes it to the state file (persist.c)
+ * and to WAL before any backend may use it.  Backends ask for one when
+ * they come near the end of the current one, and wait for it
+ * (interruptibly, and for a bounded time) only when they reach that end.
+ *
+ * In WAL the reservation is the progress of the replication origin
+ * "snowflake_high_water_mark", which PostgreSQL itself replays on standbys,
+ * keeps across their restarts (it is part of every checkpoint and
+ * restartpoint) and restores from backups.  A promoted standby, a restored
+ * backup or a node whose state file is gone therefore continues above the
+ * last reservation of the server whose WAL it replayed: every ID of that
+ * server that reached it was issued under a reservation logged before the
+ * commit that carried it.  No WAL record of the extension's own is needed,
+ * so a server without the library still replays and starts.
  *
  * Nothing computed under layout or settings that cannot be trusted is
  * written: such a node neither loads nor writes the file.
  *
- * This file uses layouts, settings and persist.c; generator.c and the
- * keeper use it, never the other way round.
+ * This file uses layouts, settings and persist.c; generator.c, the keeper
+ * and the SQL functions use it, never the other way round.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,12 +37,16 @@
 #include <unistd.h>
 
 #include "access/twophase.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "catalog/pg_control.h"
+#include "catalog/pg_replication_origin.h"
 #include "common/controldata_utils.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
@@ -44,13 +56,21 @@
 #include "settings.h"
 #include "state.h"
 
+#define ORIGIN_NAME		"snowflake_high_water_mark"
+
+/* how long a backend waits for the keeper's reservation before refusing */
+#define KEEPER_WAIT_MS	5000
+
 GeneratorShared *snowflake_shared = NULL;
 
-/* the checkpoint recovery started from, in Unix ms; 0 if unknown */
+/* this start recovers: a crash, a standby, a restore; set at shmem init */
+static bool recovering = false;
+
+/* the checkpoint recovery started from, in Unix ms; 0 if none */
 static int64 checkpoint_floor_ms = 0;
 
-/* this start replays WAL of another server (standby, restore, backup) */
-static bool took_over = false;
+/* the state file was absent at start */
+static bool file_absent = false;
 
 static uint32 wait_event_reserve = 0;
 
@@ -92,7 +112,7 @@ set_broken(const char *problem)
 			sizeof(snowflake_shared->state_problem));
 }
 
-/* Make mark_id durable as the high-water mark.  Called with the lock held. */
+/* Make mark_id durable in the state file.  Called with the lock held. */
 static bool
 write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 {
@@ -103,9 +123,6 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 	m.mark_id = mark_id;
 	m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(m.layout, l->name, sizeof(m.layout));
-	/* a restart must still know that the takeover is not settled */
-	if (took_over && !snowflake_shared->floor_done)
-		m.flags |= MARK_FLAG_TAKEOVER;
 	return persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m),
 							  &snowflake_shared->writes, elevel);
 }
@@ -125,6 +142,7 @@ load_mark(const SnowflakeLayout *l)
 							  &snowflake_shared->writes, &problem))
 	{
 		case MARK_ABSENT:
+			file_absent = true;
 			return;
 		case MARK_BROKEN:
 			set_broken(problem);
@@ -139,6 +157,8 @@ load_mark(const SnowflakeLayout *l)
 		set_broken("it holds values no snowflake layout can have made");
 		return;
 	}
+	if (strcmp(m.layout, l->name) != 0)
+		strlcpy(snowflake_shared->prev_layout, m.layout, NAMEDATALEN);
 	if (m.mark_id >= layout_max_id(l))
 	{
 		/* no ID of this layout is greater than the mark */
@@ -146,49 +166,37 @@ load_mark(const SnowflakeLayout *l)
 				 "its mark " INT64_FORMAT " (layout \"%s\") is at or beyond the largest ID of layout \"%s\"",
 				 m.mark_id, m.layout, l->name);
 		set_broken(buf);
-		if (strcmp(m.layout, l->name) != 0)
-			strlcpy(snowflake_shared->prev_layout, m.layout, NAMEDATALEN);
 		return;
 	}
 
-	if (m.flags & MARK_FLAG_TAKEOVER)
-		took_over = true;
 	pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) m.mark_id);
 	pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) m.mark_id);
 	pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) m.mark_id);
 	pg_atomic_write_u64(&snowflake_shared->seen_tick,
 						(uint64) Max(0, layout_unix_ms_to_tick(l, m.seen_unix_ms)));
-	if (strcmp(m.layout, l->name) != 0)
-	{
-		strlcpy(snowflake_shared->prev_layout, m.layout, NAMEDATALEN);
+	if (snowflake_shared->prev_layout[0] != '\0')
 		ereport(LOG,
 				(errmsg("snowflake layout changed from \"%s\" to \"%s\"; new IDs continue above " INT64_FORMAT,
 						m.layout, l->name, m.mark_id)));
-	}
 }
 
 /*
- * The time of the checkpoint recovery starts from.  Every commit before
- * its redo point happened before it, on the clock of the server that made
- * the checkpoint; a standby that restarts does not replay those commits
- * again, so this is what it still knows of them.  After a clean shutdown
- * of a primary there is nothing to recover, and the state file holds the
- * exact last ID.
+ * The time of the last checkpoint, in Unix ms (0 if unknown).  Every commit
+ * before its redo point happened before it, on the clock of the server
+ * that made it.
  */
-static void
-read_checkpoint_time(void)
+static int64
+checkpoint_time_ms(bool *shut_down_cleanly)
 {
 	bool		crc_ok = false;
 	ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
+	int64		ms = 0;
 
-	if (crc_ok && cf->state != DB_SHUTDOWNED && cf->checkPointCopy.time > 0)
-		checkpoint_floor_ms = ((int64) cf->checkPointCopy.time + 1) * 1000;
-	took_over = (crc_ok && (cf->state == DB_IN_ARCHIVE_RECOVERY ||
-							cf->state == DB_SHUTDOWNED_IN_RECOVERY)) ||
-		access("standby.signal", F_OK) == 0 ||
-		access("recovery.signal", F_OK) == 0 ||
-		access("backup_label", F_OK) == 0;
+	*shut_down_cleanly = crc_ok && cf->state == DB_SHUTDOWNED;
+	if (crc_ok && cf->checkPointCopy.time > 0)
+		ms = ((int64) cf->checkPointCopy.time + 1) * 1000;
 	pfree(cf);
+	return ms;
 }
 
 /* Called by the postmaster with AddinShmemInitLock held. */
@@ -198,6 +206,7 @@ mark_shmem_init(void)
 	const SnowflakeLayout *l = snowflake_layout;
 	GeneratorShared *s;
 	bool		found;
+	bool		clean;
 
 	s = ShmemInitStruct("snowflake generator", mark_shmem_size(), &found);
 	snowflake_shared = s;
@@ -209,8 +218,12 @@ mark_shmem_init(void)
 	pg_atomic_init_u64(&s->extend_at, 0);
 	pg_atomic_init_u64(&s->reserved, 0);
 	pg_atomic_init_u32(&s->worker, (uint32) snowflake_worker_id);
+	pg_atomic_init_u64(&s->requested, 0);
 	s->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	ConditionVariableInit(&s->renewed);
+	s->keeper_latch = NULL;
+	s->origin = COMPAT_INVALID_ORIGIN;
+	s->origin_problem[0] = '\0';
 	s->usable = settings_problem() == NULL;
 	s->floor_done = false;
 	s->state_broken = false;
@@ -240,7 +253,10 @@ mark_shmem_init(void)
 	}
 	else
 	{
-		read_checkpoint_time();
+		checkpoint_floor_ms = checkpoint_time_ms(&clean);
+		recovering = !clean || access("standby.signal", F_OK) == 0 ||
+			access("recovery.signal", F_OK) == 0 ||
+			access("backup_label", F_OK) == 0;
 		load_mark(l);
 		if (s->state_broken)
 			ereport(WARNING,
@@ -253,9 +269,10 @@ mark_shmem_init(void)
 					 errhint("Give every node a worker id of its own in postgresql.conf and reload.")));
 		else
 			ereport(LOG,
-					(errmsg("snowflake: worker id %d, layout \"%s\", IDs continue above " INT64_FORMAT,
+					(errmsg("snowflake: worker id %d, layout \"%s\", IDs continue above " INT64_FORMAT "%s",
 							snowflake_worker_id, l->name,
-							(int64) pg_atomic_read_u64(&s->last_id))));
+							(int64) pg_atomic_read_u64(&s->last_id),
+							recovering || file_absent ? " and above what recovery finds" : "")));
 	}
 	s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 
@@ -263,65 +280,68 @@ mark_shmem_init(void)
 		on_shmem_exit(mark_shutdown, (Datum) 0);
 }
 
-/*
- * After recovery (a promoted standby, a point-in-time restore, a crash
- * restart) the node may not have the mark of the server whose WAL it
- * replayed.  Every ID that server committed was issued before its commit,
- * at a time at most max_run_ahead_ms ahead of the commit's clock, so the
- * last replayed commit and the checkpoint recovery started from bound
- * them.  Returns FLOOR_MOVED if the state moved, and FLOOR_UNBOUNDED when
- * the node took over another server's WAL and max_run_ahead_ms = -1 leaves
- * that server's IDs without a bound.  Called with the lock held.
- */
-typedef enum FloorResult
+/* The reservation last logged in WAL, by this node or the one it follows. */
+static int64
+origin_mark(void)
 {
-	FLOOR_KEPT,
-	FLOOR_MOVED,
-	FLOOR_UNBOUNDED
-} FloorResult;
-
-static FloorResult
-apply_floor(const SnowflakeLayout *l)
-{
-	TimestampTz latest = GetLatestXTime();
-	int64		floor_ms = checkpoint_floor_ms;
-	int64		tick;
-	int64		floor_id;
-
-	if (took_over && snowflake_max_run_ahead_ms < 0)
-		return FLOOR_UNBOUNDED;
-	if (latest != 0)
-		floor_ms = Max(floor_ms, latest / 1000 + PG_EPOCH_UNIX_MS + 1);
-	if (floor_ms <= 0)
-		return FLOOR_KEPT;
-	if (snowflake_max_run_ahead_ms > 0)
-		floor_ms += snowflake_max_run_ahead_ms;
-	tick = layout_unix_ms_to_tick(l, floor_ms);
-	if (tick < 0)
-		return FLOOR_KEPT;
-	floor_id = tick_ceiling(l, tick);
-
-	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
-		return FLOOR_KEPT;
-	atomic_raise(&snowflake_shared->last_id, (uint64) floor_id);
-	snowflake_shared->resumed_from = Max(snowflake_shared->resumed_from, floor_id);
-	return FLOOR_MOVED;
+	if (snowflake_shared->origin == COMPAT_INVALID_ORIGIN)
+		return 0;
+	return (int64) replorigin_get_progress(snowflake_shared->origin, false);
 }
 
-static void
-refuse_unbounded(void)
+/*
+ * Raise the state to what bounds the IDs this node, or the server whose WAL
+ * it replayed, may have issued: the reservation logged in WAL, and the
+ * last replayed commit and the last checkpoint (each plus the run-ahead
+ * allowed).  The commit and checkpoint times cover what WAL of an older
+ * version of this extension does not.  Returns true if the state moved.
+ * Called with the lock held.
+ */
+static bool
+apply_floor(const SnowflakeLayout *l, int64 checkpoint_ms, bool recovered)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("snowflake cannot bound the IDs of the server this node took over from"),
-			 errdetail("With snowflake.max_run_ahead_ms = -1, that server may have issued IDs any time ahead of its last commit that reached this node."),
-			 errhint("Set snowflake.max_run_ahead_ms to the bound that server used and reload, or, as a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold.")));
+	TimestampTz latest;
+	int64		floor_ms = checkpoint_ms;
+	int64		floor_id;
+	static char buf[128];
+
+	/*
+	 * After a clean shutdown the state file holds the exact last ID, below
+	 * the last reservation: nothing to raise.
+	 */
+	if (!recovered)
+		return false;
+
+	floor_id = origin_mark();
+	latest = GetLatestXTime();
+	if (latest != 0)
+		floor_ms = Max(floor_ms, latest / 1000 + PG_EPOCH_UNIX_MS + 1);
+	if (floor_ms > 0)
+	{
+		if (snowflake_max_run_ahead_ms > 0)
+			floor_ms += snowflake_max_run_ahead_ms;
+		floor_id = Max(floor_id, tick_ceiling(l, layout_unix_ms_to_tick(l, floor_ms)));
+	}
+	if (floor_id >= layout_max_id(l))
+	{
+		snprintf(buf, sizeof(buf),
+				 "the reservation " INT64_FORMAT " logged in WAL is at or beyond the largest ID of layout \"%s\"",
+				 floor_id, l->name);
+		set_broken(buf);
+		return false;
+	}
+	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
+		return false;
+	atomic_raise(&snowflake_shared->last_id, (uint64) floor_id);
+	snowflake_shared->resumed_from = Max(snowflake_shared->resumed_from, floor_id);
+	return true;
 }
 
 static void
 refuse_broken(void)
 {
-	if (snowflake_shared->prev_layout[0] != '\0')
+	if (snowflake_shared->prev_layout[0] != '\0' &&
+		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
@@ -335,111 +355,127 @@ refuse_broken(void)
 			 errmsg("snowflake state file \"%s\" cannot be used: %s",
 					SNOWFLAKE_MARK_FILE, snowflake_shared->state_problem),
 			 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
-			 errhint("As a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it, the last checkpoint and the last replayed commit.")));
+			 errhint("As a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it, the reservation logged in WAL, the last checkpoint and the last replayed commit.")));
+}
+
+static void
+refuse_no_origin(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("snowflake cannot log its reservations in WAL: %s",
+					snowflake_shared->origin_problem),
+			 errdetail("Standbys and restores learn from WAL which IDs this node may have issued."),
+			 errhint("Set " COMPAT_MAX_ORIGINS_NAME " to 1 or more and restart the server.")));
 }
 
 /*
- * Make sure a reservation covering id is durable.  With must, wait
- * (interruptibly) while another process renews it, and raise an error if
- * the write fails; otherwise renew only if nobody else is at it, and fall
- * back to the room left if the write fails.
+ * Make sure a reservation covering id exists.  The keeper makes it: with
+ * must, the caller has no room left and waits for it, interruptibly, and
+ * refuses if it does not come; otherwise the caller only asks and goes on
+ * with the room it has.
  */
 ReserveResult
 mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 {
-	ReserveResult result = RESERVE_SKIPPED;
-	uint32		we = compat_wait_event("SnowflakeReservation", &wait_event_reserve);
+	uint32		we;
+	int64		deadline;
 
+	atomic_raise(&snowflake_shared->requested, (uint64) id);
+	if (snowflake_shared->keeper_latch)
+		SetLatch(snowflake_shared->keeper_latch);
+	if (!must)
+		return RESERVE_SKIPPED;
+
+	we = compat_wait_event("SnowflakeReservation", &wait_event_reserve);
+	deadline = clock_monotonic_us() + KEEPER_WAIT_MS * INT64CONST(1000);
 	for (;;)
 	{
-		if (LWLockConditionalAcquire(snowflake_shared->lock, LW_EXCLUSIVE))
-			break;
-		if (!must)
-			return RESERVE_SKIPPED;
-		if ((uint64) id <= pg_atomic_read_u64(&snowflake_shared->reserved))
+		if (snowflake_shared->state_broken)
 		{
 			ConditionVariableCancelSleep();
-			return RESERVE_DONE;
+			refuse_broken();
 		}
+		if (snowflake_shared->origin_problem[0] != '\0')
+		{
+			ConditionVariableCancelSleep();
+			refuse_no_origin();
+		}
+		if (snowflake_shared->floor_done &&
+			(uint64) id <= pg_atomic_read_u64(&snowflake_shared->reserved))
+			break;
+		if (clock_monotonic_us() > deadline)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("snowflake reservation was not renewed within %d ms", KEEPER_WAIT_MS),
+					 errdetail("The background worker \"snowflake keeper\" makes every reservation durable before IDs may use it."),
+					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper') and the server log for why it cannot write \"%s\".",
+							 SNOWFLAKE_MARK_FILE)));
+		}
+		if (snowflake_shared->keeper_latch)
+			SetLatch(snowflake_shared->keeper_latch);
 		(void) ConditionVariableTimedSleep(&snowflake_shared->renewed, 10, we);
 	}
 	ConditionVariableCancelSleep();
-
-	if (snowflake_shared->state_broken)
-	{
-		LWLockRelease(snowflake_shared->lock);
-		refuse_broken();
-	}
-	if (!snowflake_shared->floor_done)
-	{
-		FloorResult f = apply_floor(l);
-
-		if (f == FLOOR_UNBOUNDED)
-		{
-			LWLockRelease(snowflake_shared->lock);
-			refuse_unbounded();
-		}
-		snowflake_shared->floor_done = true;
-		if (f == FLOOR_MOVED)
-			result = RESERVE_MOVED;
-	}
-	if (result != RESERVE_MOVED)
-	{
-		if ((uint64) id <= pg_atomic_read_u64(&snowflake_shared->extend_at))
-			result = RESERVE_DONE;
-		else
-		{
-			int64		tick = layout_tick(l, id);
-			int64		mark = tick_ceiling(l, tick + window_ticks(l));
-
-			if (write_mark(l, mark, must ? ERROR : LOG))
-			{
-				/* only now may IDs up to the new mark be handed out */
-				pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
-				pg_atomic_write_u64(&snowflake_shared->extend_at,
-									(uint64) tick_ceiling(l, tick + window_ticks(l) / 2));
-				result = RESERVE_DONE;
-			}
-		}
-	}
-	LWLockRelease(snowflake_shared->lock);
-	ConditionVariableBroadcast(&snowflake_shared->renewed);
-	return result;
+	/* the floor may have moved the state: the caller computes again */
+	return RESERVE_MOVED;
 }
 
 /*
- * Apply the recovery floor and make it durable at once, from the keeper as
- * soon as recovery ends, so that a crash before the first ID cannot lose
- * it.
+ * Find, or make, the replication origin that carries reservations in WAL.
+ * Runs in a short-lived worker connected to a database (the catalog of
+ * origins is read through the relation cache); returns whether it found
+ * one.
+ */
+bool
+mark_find_origin(void)
+{
+	compat_origin_id origin;
+
+	if (snowflake_shared == NULL || compat_max_origins() < 1)
+		return false;
+	StartTransactionCommand();
+	origin = replorigin_by_name(ORIGIN_NAME, true);
+	if (origin == COMPAT_INVALID_ORIGIN)
+		origin = replorigin_create(ORIGIN_NAME);
+	CommitTransactionCommand();
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	snowflake_shared->origin = origin;
+	LWLockRelease(snowflake_shared->lock);
+	return origin != COMPAT_INVALID_ORIGIN;
+}
+
+/*
+ * The keeper's start, once recovery has ended and the origin is known:
+ * raise the state to the floor and make it durable, before any backend may
+ * ask for a reservation.
  */
 void
-mark_settle(void)
+mark_keeper_start(void)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 
 	if (snowflake_shared == NULL || !snowflake_shared->usable)
 		return;
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (!snowflake_shared->floor_done && !snowflake_shared->state_broken)
-	{
-		FloorResult f = apply_floor(l);
+	snowflake_shared->keeper_latch = MyLatch;
 
-		if (f == FLOOR_UNBOUNDED)
-		{
-			/*
-			 * Backends refuse until a reload gives a bound or an operator
-			 * repairs; the file says so, for a restart before then.
-			 */
-			if (!snowflake_shared->state_broken)
-				(void) write_mark(l, Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id)), WARNING);
-			LWLockRelease(snowflake_shared->lock);
-			return;
-		}
-		if (f == FLOOR_MOVED)
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	if (compat_max_origins() < 1)
+		snprintf(snowflake_shared->origin_problem, sizeof(snowflake_shared->origin_problem),
+				 "%s = 0", COMPAT_MAX_ORIGINS_NAME);
+	else if (snowflake_shared->origin == COMPAT_INVALID_ORIGIN)
+		snprintf(snowflake_shared->origin_problem, sizeof(snowflake_shared->origin_problem),
+				 "its replication origin could not be found or made (see the server log)");
+	else if (!snowflake_shared->floor_done && !snowflake_shared->state_broken)
+	{
+		if (apply_floor(l, checkpoint_floor_ms, recovering || file_absent) || file_absent)
 		{
 			int64		mark = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 
-			if (write_mark(l, mark, WARNING))
+			/* the floor is durable before anything is issued above it */
+			if (mark > 0 && write_mark(l, mark, WARNING))
 			{
 				pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 				pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
@@ -448,80 +484,95 @@ mark_settle(void)
 		snowflake_shared->floor_done = true;
 	}
 	LWLockRelease(snowflake_shared->lock);
+	ConditionVariableBroadcast(&snowflake_shared->renewed);
+}
+
+/* Log a reservation in WAL, before any ID may use it. */
+static void
+log_reservation(int64 mark)
+{
+	StartTransactionCommand();
+	/* as pg_replication_origin_advance(): the origin must not vanish */
+	LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
+	replorigin_advance(snowflake_shared->origin, (XLogRecPtr) mark,
+					   InvalidXLogRecPtr, false, true);
+	CommitTransactionCommand();
 }
 
 /*
- * Called by the keeper every tenth of a window: while the node issues IDs,
- * keep the durable reservation at least half a window ahead of the last
- * one, so that backends rarely reach it.  The reservation follows the IDs,
- * not the clock: an idle node reserves nothing.
+ * Called by the keeper every tenth of a window and whenever a backend asks:
+ * keep the durable reservation at least half a window ahead of the IDs
+ * being issued and asked for.  The reservation follows the IDs, not the
+ * clock: an idle node reserves nothing.
  */
 void
 mark_keep_ahead(void)
 {
 	const SnowflakeLayout *l = snowflake_layout;
-	int64		last;
+	int64		target;
 	int64		w = window_ticks(l);
+	int64		tick;
+	int64		mark;
 
 	if (snowflake_shared == NULL || !snowflake_shared->usable ||
-		snowflake_shared->state_broken || !snowflake_shared->floor_done)
+		snowflake_shared->state_broken || !snowflake_shared->floor_done ||
+		snowflake_shared->origin == COMPAT_INVALID_ORIGIN)
 		return;
-	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	if (last <= snowflake_shared->resumed_from)
-		return;					/* nothing issued since start */
-	if ((int64) pg_atomic_read_u64(&snowflake_shared->reserved) >=
-		tick_ceiling(l, layout_tick(l, last) + w / 2))
+	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
+				 (int64) pg_atomic_read_u64(&snowflake_shared->requested));
+	if (target <= snowflake_shared->resumed_from)
+		return;					/* nothing issued or asked for since start */
+	tick = layout_tick(l, target);
+	if ((int64) pg_atomic_read_u64(&snowflake_shared->reserved) >= tick_ceiling(l, tick + w / 2))
 		return;
-	if (!LWLockConditionalAcquire(snowflake_shared->lock, LW_EXCLUSIVE))
-		return;					/* a backend is renewing it */
-	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	if (!snowflake_shared->state_broken &&
-		(int64) pg_atomic_read_u64(&snowflake_shared->reserved) <
-		tick_ceiling(l, layout_tick(l, last) + w / 2))
-	{
-		int64		tick = layout_tick(l, last);
-		int64		mark = tick_ceiling(l, tick + w);
 
-		if (write_mark(l, mark, WARNING))
-		{
-			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
-			/* backends renew by themselves only if they outrun the keeper */
-			pg_atomic_write_u64(&snowflake_shared->extend_at,
-								(uint64) tick_ceiling(l, tick + (3 * w) / 4));
-		}
+	mark = tick_ceiling(l, tick + w);
+	log_reservation(mark);
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	if (!snowflake_shared->state_broken && write_mark(l, mark, WARNING))
+	{
+		/* only now may IDs up to the new mark be handed out */
+		pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
+		pg_atomic_write_u64(&snowflake_shared->extend_at,
+							(uint64) tick_ceiling(l, tick + w / 2));
 	}
 	LWLockRelease(snowflake_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
 }
 
+/* The keeper is going away: backends must not wake a latch that is gone. */
+void
+mark_keeper_exit(void)
+{
+	if (snowflake_shared != NULL)
+		snowflake_shared->keeper_latch = NULL;
+}
+
 /*
  * Make a worker id the node's, in one step that every backend sees at its
- * next ID.  Called by the keeper at start and after each reload.
+ * next ID.  Called by the postmaster when it reads its configuration.
  */
 void
 mark_publish_worker(int worker)
 {
-	int			old;
-
 	if (snowflake_shared == NULL || !snowflake_shared->usable)
 		return;
-	old = (int) pg_atomic_exchange_u32(&snowflake_shared->worker, (uint32) worker);
-	if (old != worker)
-		ereport(LOG,
-				(errmsg("snowflake worker id changed from %d to %d", old, worker)));
+	pg_atomic_write_u32(&snowflake_shared->worker, (uint32) worker);
 }
 
 /*
  * The operator's way out of a damaged state file: continue above the
- * largest of the given ID, the last checkpoint, the last replayed commit
- * and whatever the node still holds, and write a new file.  Returns the
- * ID that new IDs continue above.
+ * largest of the given ID, the reservation logged in WAL, the last
+ * checkpoint, the last replayed commit and whatever the node still holds,
+ * and write a new file.  Returns the ID that new IDs continue above.
  */
 int64
 mark_repair(int64 above)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
+	bool		clean;
+	int64		checkpoint_ms;
 
 	settings_require_usable();
 	if (above < 0 || above >= layout_max_id(l))
@@ -529,27 +580,33 @@ mark_repair(int64 above)
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("snowflake ID " INT64_FORMAT " is out of range for the \"%s\" layout",
 						above, l->name),
-				 errdetail("New IDs must be greater, and the largest ID of the layout is " INT64_FORMAT ".",
+				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
 						   layout_max_id(l))));
 
+	checkpoint_ms = checkpoint_time_ms(&clean);
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (snowflake_shared->state_broken && snowflake_shared->prev_layout[0] != '\0')
+	if (snowflake_shared->state_broken && snowflake_shared->prev_layout[0] != '\0' &&
+		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
 	{
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
 	}
-	if (apply_floor(l) == FLOOR_UNBOUNDED && above == 0)
+	(void) apply_floor(l, checkpoint_ms, true);
+	if (snowflake_shared->state_broken &&
+		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
 	{
 		LWLockRelease(snowflake_shared->lock);
-		refuse_unbounded();
+		refuse_broken();
 	}
 	atomic_raise(&snowflake_shared->last_id, (uint64) above);
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 
-	/* a new file, whole, whatever the old one holds */
-	snowflake_shared->floor_done = true;
+	/*
+	 * A new file, whole, whatever the old one holds.  It reserves nothing
+	 * above the last ID: the keeper logs the next reservation first.
+	 */
 	snowflake_shared->writes = 0;
-	(void) write_mark(l, last, ERROR);
+	(void) write_mark(l, Max(last, 1), ERROR);
 
 	pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) last);
 	pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) last);
@@ -578,7 +635,7 @@ mark_shutdown(int code, Datum arg)
 	int64		last;
 
 	if (code != 0 || snowflake_shared == NULL || !snowflake_shared->usable ||
-		snowflake_shared->state_broken)
+		snowflake_shared->state_broken || !snowflake_shared->floor_done)
 		return;
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 	if (last > snowflake_shared->resumed_from)

@@ -254,7 +254,8 @@ persist_write_file(const char *path, const void *payload, size_t len,
 	{
 		ereport(elevel,
 				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path)));
+				 errmsg("could not open file \"%s\": %m", path),
+				 errhint("The server must be able to write \"%s\" in its data directory.", path)));
 		return false;
 	}
 	errno = 0;

@@ -14,12 +14,7 @@ typedef struct PersistedMark
 	int64		mark_id;		/* no ID issued by this node is greater */
 	int64		seen_unix_ms;	/* highest clock reading seen, Unix ms */
 	char		layout[NAMEDATALEN];	/* the layout mark_id was made in */
-	uint32		flags;			/* MARK_FLAG_*; absent (0) in 1.0's files */
-	uint32		padding;
 } PersistedMark;
-
-/* the node took over another server's WAL and has not bounded its IDs */
-#define MARK_FLAG_TAKEOVER	0x1
 
 typedef enum MarkResult
 {

@@ -37,6 +37,8 @@ int			snowflake_decimal_generator_min = 0;
 int			snowflake_decimal_generator_max = 99999;
 const SnowflakeLayout *snowflake_layout = NULL;
 
+void		(*settings_worker_assigned) (int worker) = NULL;
+
 static int	layout_choice = 0;
 
 /* snowflake.layout = custom: the layout the custom_* settings describe */
@@ -136,6 +138,17 @@ check_worker_id(int *newval, void **extra, GucSource source)
 	return true;
 }
 
+/*
+ * The postmaster reads the configuration once for the whole node: the
+ * worker id it assigns is published there, in one step for every backend.
+ */
+static void
+assign_worker_id(int newval, void *extra)
+{
+	if (!IsUnderPostmaster && settings_worker_assigned)
+		settings_worker_assigned(newval);
+}
+
 static const struct config_enum_entry *
 layout_options(void)
 {
@@ -225,7 +238,7 @@ define_runtime_settings(void)
 							WORKER_ID_UNSET, 65535,
 							PGC_SIGHUP,
 							0,
-							check_worker_id, NULL, NULL);
+							check_worker_id, assign_worker_id, NULL);
 
 	DefineCustomIntVariable("snowflake.max_clock_backward_ms",
 							"How long to wait for a clock that went backwards before running ahead or refusing.",
@@ -279,10 +292,11 @@ find_unknown_names(void)
 		struct config_generic *g = vars[i];
 		bool		ours = false;
 
-		if (g == NULL || strncmp(g->name, "snowflake.", 10) != 0)
+		/* setting names are case-insensitive */
+		if (g == NULL || pg_strncasecmp(g->name, "snowflake.", 10) != 0)
 			continue;
 		for (int j = 0; j < (int) lengthof(setting_names); j++)
-			ours |= strcmp(g->name, setting_names[j]) == 0;
+			ours |= pg_strcasecmp(g->name, setting_names[j]) == 0;
 		if (!ours)
 			set_problem("\"%s\" is not a snowflake setting%s", g->name, "");
 	}

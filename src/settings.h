@@ -28,6 +28,9 @@ extern int	snowflake_decimal_generator_max;
 /* the layout of this server; never NULL once settings_define() ran */
 extern const SnowflakeLayout *snowflake_layout;
 
+/* called in the postmaster when snowflake.worker_id takes a new value */
+extern void (*settings_worker_assigned) (int worker);
+
 extern void settings_define(bool preloaded);
 extern const char *settings_problem(void);
 extern void settings_require_usable(void);

@@ -57,6 +57,7 @@ _PG_init(void)
 		return;
 
 	keeper_register();
+	settings_worker_assigned = mark_publish_worker;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = snowflake_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;

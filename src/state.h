@@ -13,6 +13,7 @@
 
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
@@ -45,9 +46,15 @@ typedef struct GeneratorShared
 	char		pad[PG_CACHE_LINE_SIZE - 4 * sizeof(pg_atomic_uint64) -
 					sizeof(pg_atomic_uint32)];
 
+	/* the highest ID a backend asked to have reserved */
+	pg_atomic_uint64 requested;
+
 	/* below: changed under the lock, which also serializes file writes */
 	LWLock	   *lock;
 	ConditionVariable renewed;	/* a renewal finished (or failed) */
+	Latch	   *keeper_latch;	/* wakes the keeper; NULL when it is gone */
+	uint16		origin;			/* the origin that logs reservations */
+	char		origin_problem[64]; /* why reservations cannot be logged */
 	bool		usable;			/* layout and settings can be trusted */
 	bool		floor_done;		/* the recovery floor has been applied */
 	bool		state_broken;	/* the state file cannot be trusted */
@@ -73,14 +80,16 @@ extern GeneratorShared *snowflake_shared;
 typedef enum ReserveResult
 {
 	RESERVE_DONE,				/* the reservation covers the ID */
-	RESERVE_MOVED,				/* the state moved (recovery floor): retry */
-	RESERVE_SKIPPED				/* busy or failed; the room left suffices */
+	RESERVE_MOVED,				/* waited; the state may have moved: retry */
+	RESERVE_SKIPPED				/* asked for; the room left suffices */
 } ReserveResult;
 
 extern Size mark_shmem_size(void);
 extern void mark_shmem_init(void);
 extern ReserveResult mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
-extern void mark_settle(void);
+extern bool mark_find_origin(void);
+extern void mark_keeper_start(void);
+extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
 extern int64 mark_repair(int64 above);

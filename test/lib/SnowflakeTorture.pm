@@ -27,7 +27,8 @@ my @known_errors = (
 	qr/snowflake generator is \d+ ms ahead of the system clock/,
 	qr/snowflake layout "\w+" cannot continue above the IDs issued under layout/,
 	qr/snowflake state file "snowflake.state" cannot be used/,
-	qr/snowflake cannot bound the IDs of the server this node took over from/,
+	qr/snowflake reservation was not renewed within \d+ ms/,
+	qr/snowflake cannot log its reservations in WAL/,
 	qr/snowflake cannot generate IDs: /,
 	qr/snowflake.worker_id is not set/,
 	qr/cannot generate snowflake IDs during recovery/,
@@ -462,7 +463,7 @@ sub repair_if_refused
 	my ($h, $node) = @_;
 	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
 	return unless $ret != 0 &&
-	  $err =~ /state file "snowflake.state" cannot be used|cannot bound the IDs of the server this node took over from/;
+	  $err =~ /state file "snowflake.state" cannot be used/;
 	say_op($h, "repair above $h->{floor}");
 	($ret, $out, $err) = try_sql($node, "SELECT snowflake_repair_state($h->{floor})");
 	check_error($h, $err, 'repair') if $ret != 0;

@@ -174,8 +174,10 @@ $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 chmod 0400, $file;
 is(refusal($node), '', 'an unwritable state file: a call within the reservation succeeds');
 select(undef, undef, undef, 1.5);
-like(refusal($node), qr/could not open file "snowflake.state": Permission denied/,
-	'beyond it, a clear error');
+like(refusal($node), qr/snowflake reservation was not renewed within 5000 ms/,
+	'beyond it, a clear error after a bounded wait');
+ok($node->log_contains('could not open file "snowflake.state": Permission denied'),
+	'and the server log says why');
 chmod 0600, $file;
 is(refusal($node), '', 'writable again, the node generates');
 
@@ -209,29 +211,51 @@ $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT snowflake_repair_state(1)', extra_params => [ '-U', 'plain' ]);
 like($err, qr/permission denied for function snowflake_repair_state/, 'only a superuser repairs');
 
-# 9. A standby promoted with no bound on running ahead cannot bound the old
-# primary's IDs: it refuses, also after a crash, until an operator repairs.
+# 9. Failover: the standby learns every reservation of its primary from
+# WAL, so it continues above the primary's IDs even when the primary's
+# clock stepped back after it committed them, even with no bound on
+# running ahead, and also after its own crash in between.
 my $primary = snowflake_node('primary9', worker_id => 5, allows_streaming => 1,
 	conf => "snowflake.max_run_ahead_ms = -1\n");
 start_faked($primary, '+0');
-$primary->safe_psql('postgres', 'CREATE EXTENSION snowflake; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval())');
+$primary->safe_psql('postgres', 'CREATE EXTENSION snowflake; CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval()); CREATE TABLE other (n int)');
 $primary->backup('b9');
 my $standby = PostgreSQL::Test::Cluster->new('standby9');
 $standby->init_from_backup($primary, 'b9', has_streaming => 1);
-start_faked($standby, '+0');
-$primary->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 1000)');
+start_faked($standby, '-1h');
+$primary->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 20000)');
+# the primary's clock steps back; it commits once more, with no ID
+set_clock_offset($primary, '-1h');
+$primary->safe_psql('postgres', 'INSERT INTO other VALUES (1)');
 $primary->wait_for_catchup($standby);
+my $max9 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
 $primary->stop('immediate');
 $standby->promote;
-like(refusal($standby), qr/cannot bound the IDs of the server this node took over from/,
-	'promoted with max_run_ahead_ms = -1: refused');
+$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()');
 $standby->stop('immediate');
-start_faked($standby, '+0');
-like(refusal($standby), qr/cannot bound the IDs of the server this node took over from/,
-	'and still after a crash');
-my $max9 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
-$standby->safe_psql('postgres', "SELECT snowflake_repair_state($max9)");
-ok($standby->safe_psql('postgres', 'SELECT snowflake_nextval()') > $max9,
-	'repaired, it continues above the largest ID');
+start_faked($standby, '-1h');
+$standby->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 20000)');
+is($standby->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max9"), '20000',
+	'promoted, crashed and restarted an hour behind: every new ID is above the old primary\'s');
+
+# 10. A state file that is gone: the reservation in WAL still bounds the IDs.
+my $max10 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
+$standby->stop('fast');
+unlink $standby->data_dir . '/snowflake.state';
+start_faked($standby, '-1h');
+$standby->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+is($standby->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max10"), '100',
+	'with the state file deleted, new IDs stay above the old ones');
+
+# 11. The worker id follows a reload even while the keeper is stopped.
+my ($kpid) = $standby->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake keeper'");
+kill 'STOP', $kpid;
+$standby->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 6');
+$standby->reload;
+$standby->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 6');
+is($standby->safe_psql('postgres', 'SELECT snowflake_worker_id()'), '6',
+	'a stopped keeper does not hold back a new worker id');
+kill 'CONT', $kpid;
 
 done_testing();
