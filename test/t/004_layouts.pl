@@ -9,12 +9,22 @@ use Test::More;
 use SnowflakeTest;
 
 my $node = snowflake_node('layouts', worker_id => 5);
+my $nodes = 0;
 
+# fresh: a new node, with no IDs issued yet (the reservations a node logged
+# in WAL outlive its state file, so removing the file is not a new start)
 sub restart_with
 {
 	my ($conf, %opt) = @_;
 	$node->stop('fast') if $node->{_pid};
-	unlink $node->data_dir . '/snowflake.state' if $opt{fresh};
+	if ($opt{fresh})
+	{
+		$node = snowflake_node('layouts' . ++$nodes, worker_id => 5);
+		$node->append_conf('postgresql.conf', $conf);
+		$node->start;
+		$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+		return;
+	}
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	return;
@@ -29,6 +39,7 @@ sub try_sql
 
 restart_with('');
 $node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+$node->stop;
 
 # every preset generates IDs that its own decoder reads back
 for my $layout (qw(shardingsphere twitter discord instagram sonyflake javascript))
