@@ -102,9 +102,20 @@ if [ $host = yes ]; then
 		tail -n 30 "$WORK/bench.log"
 		xfailed=$((xfailed + 1))
 	fi
+	# Every SQL block of README.md runs as written, in order.
+	say "README.md: every SQL block"
+	bash "$SRC/test/readme.sh" 2>&1 | tee "$WORK/readme.out" || true
+	rline=$(grep -E '^readme: [0-9]+ passed, [0-9]+ failed$' "$WORK/readme.out" | tail -n 1 || true)
+	if [ -n "$rline" ]; then
+		xpassed=$((xpassed + $(echo "$rline" | sed 's/^readme: \([0-9]*\) passed.*/\1/')))
+		xfailed=$((xfailed + $(echo "$rline" | sed 's/.* \([0-9]*\) failed$/\1/')))
+	else
+		xfailed=$((xfailed + 1))
+	fi
+
 	passed=$((passed + xpassed))
 	failed=$((failed + xfailed))
-	summary+=("JavaScript client and benchmark smoke run, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	summary+=("JavaScript client, benchmark smoke run and README's SQL, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
 	else
