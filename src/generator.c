@@ -229,6 +229,12 @@ generator_require_ready(void)
 				 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
 	if (unlikely(!snowflake_shared->usable))
 		settings_require_usable();
+	if (unlikely(!IsUnderPostmaster))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot generate snowflake IDs in single-user mode"),
+				 errdetail("Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode."),
+				 errhint("Start the server normally to generate IDs.")));
 	if (unlikely(RecoveryInProgress()))
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
