@@ -27,11 +27,6 @@
 #include "state.h"
 
 PGDLLEXPORT void snowflake_keeper_main(Datum arg);
-PGDLLEXPORT void snowflake_origin_main(Datum arg);
-
-/* the databases a short-lived worker may connect to, to find the origin */
-static const char *const origin_databases[] = {"postgres", "template1"};
-
 static uint32 wait_event_keeper = 0;
 
 static void
@@ -40,61 +35,20 @@ keeper_exit(int code, Datum arg)
 	mark_keeper_exit();
 }
 
-/*
- * A short-lived worker that finds (or makes) the replication origin: the
- * catalog of origins needs a database connection, which the keeper does
- * not hold, so that it keeps no database from being dropped or copied.
- */
-void
-snowflake_origin_main(Datum arg)
-{
-	int			i = DatumGetInt32(arg);
-
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(origin_databases[i], NULL, 0);
-	(void) mark_find_origin();
-}
-
-/* Run the origin worker against each database in turn until one finds it. */
-static void
-find_origin(void)
-{
-	for (int i = 0; i < (int) lengthof(origin_databases); i++)
-	{
-		BackgroundWorker worker;
-		BackgroundWorkerHandle *handle;
-
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		worker.bgw_main_arg = Int32GetDatum(i);
-		worker.bgw_notify_pid = MyProcPid;
-		strlcpy(worker.bgw_library_name, "snowflake", BGW_MAXLEN);
-		strlcpy(worker.bgw_function_name, "snowflake_origin_main", BGW_MAXLEN);
-		strlcpy(worker.bgw_name, "snowflake origin", BGW_MAXLEN);
-		strlcpy(worker.bgw_type, "snowflake origin", BGW_MAXLEN);
-		if (!RegisterDynamicBackgroundWorker(&worker, &handle))
-			continue;
-		(void) WaitForBackgroundWorkerShutdown(handle);
-		if (snowflake_shared->origin != COMPAT_INVALID_ORIGIN)
-			return;
-	}
-}
-
 void
 snowflake_keeper_main(Datum arg)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	/* a connection to no database: enough to show in pg_stat_activity */
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	/*
+	 * The catalog of replication origins is read through the relation
+	 * cache, which needs a database: the keeper stays connected to
+	 * "postgres", as pg_cron's launcher does.
+	 */
+	BackgroundWorkerInitializeConnection("postgres", NULL, 0);
 
 	on_shmem_exit(keeper_exit, (Datum) 0);
-	if (snowflake_shared != NULL && snowflake_shared->usable &&
-		compat_max_origins() > 0)
-		find_origin();
 	mark_keeper_start();
 	for (;;)
 	{

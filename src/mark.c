@@ -22,7 +22,9 @@
  * last reservation of the server whose WAL it replayed: every ID of that
  * server that reached it was issued under a reservation logged before the
  * commit that carried it.  No WAL record of the extension's own is needed,
- * so a server without the library still replays and starts.
+ * so a server without the library still replays and starts.  The keeper
+ * looks the origin up by name, under the lock that keeps it from being
+ * dropped meanwhile, every time it logs a reservation.
  *
  * Nothing computed under layout or settings that cannot be trusted is
  * written: such a node neither loads nor writes the file.
@@ -48,6 +50,7 @@
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/shmem.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "clock.h"
@@ -123,6 +126,8 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 	m.mark_id = mark_id;
 	m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(m.layout, l->name, sizeof(m.layout));
+	if (!snowflake_shared->floor_done)
+		m.flags |= MARK_FLOOR_PENDING;
 	return persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m),
 							  &snowflake_shared->writes, elevel);
 }
@@ -157,6 +162,8 @@ load_mark(const SnowflakeLayout *l)
 		set_broken("it holds values no snowflake layout can have made");
 		return;
 	}
+	if (m.flags & MARK_FLOOR_PENDING)
+		recovering = true;
 	if (strcmp(m.layout, l->name) != 0)
 		strlcpy(snowflake_shared->prev_layout, m.layout, NAMEDATALEN);
 	if (m.mark_id >= layout_max_id(l))
@@ -224,6 +231,7 @@ mark_shmem_init(void)
 	s->keeper_latch = NULL;
 	s->origin = COMPAT_INVALID_ORIGIN;
 	s->origin_problem[0] = '\0';
+	s->keeper_problem[0] = '\0';
 	s->usable = settings_problem() == NULL;
 	s->floor_done = false;
 	s->state_broken = false;
@@ -258,6 +266,15 @@ mark_shmem_init(void)
 			access("recovery.signal", F_OK) == 0 ||
 			access("backup_label", F_OK) == 0;
 		load_mark(l);
+
+		/*
+		 * Until the keeper has raised the state to what recovery finds, a
+		 * restart must do it again, even after a clean shutdown: the
+		 * evidence of recovery (signal files, pg_control's state) is gone
+		 * by then.
+		 */
+		if (!s->state_broken && (recovering || file_absent))
+			(void) write_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), LOG);
 		if (s->state_broken)
 			ereport(WARNING,
 					(errmsg("snowflake state file \"%s\" cannot be used: %s",
@@ -280,13 +297,35 @@ mark_shmem_init(void)
 		on_shmem_exit(mark_shutdown, (Datum) 0);
 }
 
+/*
+ * The replication origin that carries reservations in WAL, made if create
+ * and it does not exist.  Called in a transaction, with
+ * pg_replication_origin locked so that the origin cannot be dropped before
+ * the caller is done with it.
+ */
+static compat_origin_id
+lookup_origin(bool create)
+{
+	compat_origin_id origin = replorigin_by_name(ORIGIN_NAME, true);
+
+	if (origin == COMPAT_INVALID_ORIGIN && create)
+		origin = replorigin_create(ORIGIN_NAME);
+	snowflake_shared->origin = origin;
+	return origin;
+}
+
 /* The reservation last logged in WAL, by this node or the one it follows. */
 static int64
-origin_mark(void)
+origin_mark(bool create)
 {
-	if (snowflake_shared->origin == COMPAT_INVALID_ORIGIN)
-		return 0;
-	return (int64) replorigin_get_progress(snowflake_shared->origin, false);
+	compat_origin_id origin;
+	int64		mark = 0;
+
+	LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
+	origin = lookup_origin(create);
+	if (origin != COMPAT_INVALID_ORIGIN)
+		mark = (int64) replorigin_get_progress(origin, false);
+	return mark;
 }
 
 /*
@@ -298,7 +337,8 @@ origin_mark(void)
  * Called with the lock held.
  */
 static bool
-apply_floor(const SnowflakeLayout *l, int64 checkpoint_ms, bool recovered)
+apply_floor(const SnowflakeLayout *l, int64 checkpoint_ms, int64 wal_mark,
+			bool recovered)
 {
 	TimestampTz latest;
 	int64		floor_ms = checkpoint_ms;
@@ -312,7 +352,7 @@ apply_floor(const SnowflakeLayout *l, int64 checkpoint_ms, bool recovered)
 	if (!recovered)
 		return false;
 
-	floor_id = origin_mark();
+	floor_id = wal_mark;
 	latest = GetLatestXTime();
 	if (latest != 0)
 		floor_ms = Max(floor_ms, latest / 1000 + PG_EPOCH_UNIX_MS + 1);
@@ -366,7 +406,7 @@ refuse_no_origin(void)
 			 errmsg("snowflake cannot log its reservations in WAL: %s",
 					snowflake_shared->origin_problem),
 			 errdetail("Standbys and restores learn from WAL which IDs this node may have issued."),
-			 errhint("Set " COMPAT_MAX_ORIGINS_NAME " to 1 or more and restart the server.")));
+			 errhint("Set " COMPAT_MAX_ORIGINS_NAME " to 1 or more (every standby too) and restart the server.")));
 }
 
 /*
@@ -410,8 +450,12 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake reservation was not renewed within %d ms", KEEPER_WAIT_MS),
-					 errdetail("The background worker \"snowflake keeper\" makes every reservation durable before IDs may use it."),
-					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper') and the server log for why it cannot write \"%s\".",
+					 snowflake_shared->keeper_problem[0] ?
+					 errdetail("The background worker \"snowflake keeper\" could not make it durable: %s",
+							   snowflake_shared->keeper_problem) :
+					 errdetail("The background worker \"snowflake keeper\" makes every reservation durable, in \"%s\" and in WAL, before IDs may use it.",
+							   SNOWFLAKE_MARK_FILE),
+					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write \"%s\" or log in WAL.",
 							 SNOWFLAKE_MARK_FILE)));
 		}
 		if (snowflake_shared->keeper_latch)
@@ -424,79 +468,94 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 }
 
 /*
- * Find, or make, the replication origin that carries reservations in WAL.
- * Runs in a short-lived worker connected to a database (the catalog of
- * origins is read through the relation cache); returns whether it found
- * one.
- */
-bool
-mark_find_origin(void)
-{
-	compat_origin_id origin;
-
-	if (snowflake_shared == NULL || compat_max_origins() < 1)
-		return false;
-	StartTransactionCommand();
-	origin = replorigin_by_name(ORIGIN_NAME, true);
-	if (origin == COMPAT_INVALID_ORIGIN)
-		origin = replorigin_create(ORIGIN_NAME);
-	CommitTransactionCommand();
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	snowflake_shared->origin = origin;
-	LWLockRelease(snowflake_shared->lock);
-	return origin != COMPAT_INVALID_ORIGIN;
-}
-
-/*
- * The keeper's start, once recovery has ended and the origin is known:
- * raise the state to the floor and make it durable, before any backend may
- * ask for a reservation.
+ * The keeper's start, once recovery has ended: find (or make) the origin,
+ * then raise the state to the floor and make it durable, before any
+ * backend may have a reservation.
  */
 void
 mark_keeper_start(void)
 {
 	const SnowflakeLayout *l = snowflake_layout;
+	int64		wal_mark = 0;
 
 	if (snowflake_shared == NULL || !snowflake_shared->usable)
 		return;
 	snowflake_shared->keeper_latch = MyLatch;
 
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	if (compat_max_origins() < 1)
 		snprintf(snowflake_shared->origin_problem, sizeof(snowflake_shared->origin_problem),
 				 "%s = 0", COMPAT_MAX_ORIGINS_NAME);
-	else if (snowflake_shared->origin == COMPAT_INVALID_ORIGIN)
-		snprintf(snowflake_shared->origin_problem, sizeof(snowflake_shared->origin_problem),
-				 "its replication origin could not be found or made (see the server log)");
-	else if (!snowflake_shared->floor_done && !snowflake_shared->state_broken)
+	else
 	{
-		if (apply_floor(l, checkpoint_floor_ms, recovering || file_absent) || file_absent)
-		{
-			int64		mark = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+		StartTransactionCommand();
+		wal_mark = origin_mark(true);
+		CommitTransactionCommand();
+	}
 
-			/* the floor is durable before anything is issued above it */
-			if (mark > 0 && write_mark(l, mark, WARNING))
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	if (!snowflake_shared->floor_done && !snowflake_shared->state_broken &&
+		snowflake_shared->origin_problem[0] == '\0')
+	{
+		(void) apply_floor(l, checkpoint_floor_ms, wal_mark, recovering || file_absent);
+		snowflake_shared->floor_done = true;
+		/* durable, and no longer pending, before anything is issued above */
+		if (!snowflake_shared->state_broken)
+		{
+			int64		mark = Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id));
+
+			if ((recovering || file_absent) && write_mark(l, mark, WARNING))
 			{
 				pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 				pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
 			}
 		}
-		snowflake_shared->floor_done = true;
 	}
 	LWLockRelease(snowflake_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
 }
 
-/* Log a reservation in WAL, before any ID may use it. */
-static void
+/*
+ * Log a reservation in WAL, flushed, before any ID may use it.  A failure
+ * (no free origin state slot, say) is logged and kept for the backends
+ * that wait; the keeper goes on and tries again.
+ */
+static bool
 log_reservation(int64 mark)
 {
-	StartTransactionCommand();
-	/* as pg_replication_origin_advance(): the origin must not vanish */
-	LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
-	replorigin_advance(snowflake_shared->origin, (XLogRecPtr) mark,
-					   InvalidXLogRecPtr, false, true);
-	CommitTransactionCommand();
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	PG_TRY();
+	{
+		compat_origin_id origin;
+
+		StartTransactionCommand();
+		/* as pg_replication_origin_advance(): the origin must not vanish */
+		LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
+		origin = lookup_origin(true);
+		replorigin_advance(origin, (XLogRecPtr) mark, InvalidXLogRecPtr,
+						   false, true);
+		XLogFlush(GetXLogInsertRecPtr());
+		CommitTransactionCommand();
+		snowflake_shared->keeper_problem[0] = '\0';
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		strlcpy(snowflake_shared->keeper_problem, edata->message,
+				sizeof(snowflake_shared->keeper_problem));
+		ereport(WARNING,
+				(errmsg("snowflake could not log a reservation in WAL: %s", edata->message)));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
 }
 
 /*
@@ -516,7 +575,7 @@ mark_keep_ahead(void)
 
 	if (snowflake_shared == NULL || !snowflake_shared->usable ||
 		snowflake_shared->state_broken || !snowflake_shared->floor_done ||
-		snowflake_shared->origin == COMPAT_INVALID_ORIGIN)
+		snowflake_shared->origin_problem[0] != '\0')
 		return;
 	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				 (int64) pg_atomic_read_u64(&snowflake_shared->requested));
@@ -527,9 +586,14 @@ mark_keep_ahead(void)
 		return;
 
 	mark = tick_ceiling(l, tick + w);
-	log_reservation(mark);
+	if (!log_reservation(mark))
+		return;
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (!snowflake_shared->state_broken && write_mark(l, mark, WARNING))
+	/* a repair meanwhile may have moved the state above the mark */
+	if (!snowflake_shared->state_broken &&
+		mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id) &&
+		mark > (int64) pg_atomic_read_u64(&snowflake_shared->reserved) &&
+		write_mark(l, mark, WARNING))
 	{
 		/* only now may IDs up to the new mark be handed out */
 		pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
@@ -573,6 +637,7 @@ mark_repair(int64 above)
 	int64		last;
 	bool		clean;
 	int64		checkpoint_ms;
+	int64		wal_mark;
 
 	settings_require_usable();
 	if (above < 0 || above >= layout_max_id(l))
@@ -584,6 +649,7 @@ mark_repair(int64 above)
 						   layout_max_id(l))));
 
 	checkpoint_ms = checkpoint_time_ms(&clean);
+	wal_mark = compat_max_origins() > 0 ? origin_mark(false) : 0;
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	if (snowflake_shared->state_broken && snowflake_shared->prev_layout[0] != '\0' &&
 		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
@@ -591,7 +657,7 @@ mark_repair(int64 above)
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
 	}
-	(void) apply_floor(l, checkpoint_ms, true);
+	(void) apply_floor(l, checkpoint_ms, wal_mark, true);
 	if (snowflake_shared->state_broken &&
 		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
 	{

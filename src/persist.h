@@ -14,7 +14,16 @@ typedef struct PersistedMark
 	int64		mark_id;		/* no ID issued by this node is greater */
 	int64		seen_unix_ms;	/* highest clock reading seen, Unix ms */
 	char		layout[NAMEDATALEN];	/* the layout mark_id was made in */
+	uint32		flags;			/* MARK_FLOOR_PENDING; 1.0's files have none */
+	uint32		padding;
 } PersistedMark;
+
+/*
+ * The node started in recovery (or without a file) and has not yet raised
+ * its state to what recovery found: a restart must apply the floor, even
+ * after a clean shutdown.
+ */
+#define MARK_FLOOR_PENDING	0x1
 
 typedef enum MarkResult
 {

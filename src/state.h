@@ -54,7 +54,8 @@ typedef struct GeneratorShared
 	ConditionVariable renewed;	/* a renewal finished (or failed) */
 	Latch	   *keeper_latch;	/* wakes the keeper; NULL when it is gone */
 	uint16		origin;			/* the origin that logs reservations */
-	char		origin_problem[64]; /* why reservations cannot be logged */
+	char		origin_problem[128];	/* why reservations cannot be logged */
+	char		keeper_problem[128];	/* the keeper's last failure, if any */
 	bool		usable;			/* layout and settings can be trusted */
 	bool		floor_done;		/* the recovery floor has been applied */
 	bool		state_broken;	/* the state file cannot be trusted */
@@ -87,7 +88,6 @@ typedef enum ReserveResult
 extern Size mark_shmem_size(void);
 extern void mark_shmem_init(void);
 extern ReserveResult mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
-extern bool mark_find_origin(void);
 extern void mark_keeper_start(void);
 extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);

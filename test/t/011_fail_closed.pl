@@ -238,6 +238,39 @@ $standby->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 20
 is($standby->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max9"), '20000',
 	'promoted, crashed and restarted an hour behind: every new ID is above the old primary\'s');
 
+# 9b. A promoted node stopped cleanly before its keeper raised the state
+# still raises it at the next start.
+my $max9b = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
+my $standby2 = PostgreSQL::Test::Cluster->new('standby9b');
+$standby->backup('b9b');
+$standby2->init_from_backup($standby, 'b9b', has_streaming => 1);
+start_faked($standby2, '-1h');
+$standby->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 5000)');
+$standby->wait_for_catchup($standby2);
+$max9b = $standby2->safe_psql('postgres', 'SELECT max(id) FROM t');
+$standby->stop('immediate');
+# promote and stop at once, as a failover script that restarts may
+$standby2->promote;
+$standby2->stop('fast');
+start_faked($standby2, '-1h');
+$standby2->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+is($standby2->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max9b"), '100',
+	'promoted and stopped at once: after the restart, still above the old primary');
+$standby2->stop('fast');
+start_faked($standby, '-1h');
+
+# 9c. Dropping the origin: the keeper makes a new one, and no other origin
+# inherits the reservations.
+$standby->safe_psql('postgres', "SELECT pg_replication_origin_drop('snowflake_high_water_mark')");
+$standby->safe_psql('postgres', "SELECT pg_replication_origin_create('sub_x')");
+$standby->safe_psql('postgres', 'SELECT count(snowflake_nextval()) FROM generate_series(1, 1000)');
+select(undef, undef, undef, 1.5);
+$standby->safe_psql('postgres', 'SELECT snowflake_nextval()');
+is($standby->safe_psql('postgres', "SELECT pg_replication_origin_progress('sub_x', false) IS NULL OR pg_replication_origin_progress('sub_x', false) = '0/0'"),
+	't', 'another origin does not inherit the reservations');
+ok($standby->poll_query_until('postgres', "SELECT pg_replication_origin_progress('snowflake_high_water_mark', false) > '0/0'"),
+	'the keeper logs them under a new origin');
+
 # 10. A state file that is gone: the reservation in WAL still bounds the IDs.
 my $max10 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
 $standby->stop('fast');
