@@ -48,6 +48,27 @@ sub set_clock_offset
 	return;
 }
 
+# The shell commands the server runs (archive_command, restore_command)
+# would inherit libfaketime, under which cp was seen to hang on some
+# versions; run them without it.
+sub keep_commands_real
+{
+	my ($node) = @_;
+	my $conf = $node->data_dir . '/postgresql.conf';
+	my $text = slurp_file($conf);
+	my @add;
+	for my $name ('archive_command', 'restore_command')
+	{
+		my @lines = $text =~ /^\s*$name\s*=\s*'(.*)'\s*$/mg;
+		next unless @lines;
+		my $cmd = $lines[-1];
+		next if $cmd eq '' || $cmd =~ /^env -u LD_PRELOAD /;
+		push @add, "$name = 'env -u LD_PRELOAD $cmd'";
+	}
+	$node->append_conf('postgresql.conf', join("\n", @add) . "\n") if @add;
+	return;
+}
+
 # Start the node with libfaketime preloaded into the server only.
 sub start_faked
 {
@@ -55,6 +76,7 @@ sub start_faked
 	die "libfaketime is not installed (Debian package faketime)"
 	  unless $libfaketime;
 	set_clock_offset($node, $offset // '+0');
+	keep_commands_real($node);
 	local $ENV{LD_PRELOAD} = $libfaketime;
 	local $ENV{FAKETIME_TIMESTAMP_FILE} = clock_file($node);
 	local $ENV{FAKETIME_NO_CACHE} = '1';
