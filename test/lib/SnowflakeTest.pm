@@ -7,8 +7,9 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Time::HiRes ();
 
-our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file);
+our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -101,6 +102,33 @@ sub tear_state_file
 	print $fh join '', map { chr(($_ * 131 + 7) % 256) } 1 .. 256;
 	close $fh;
 	return;
+}
+
+# id_order_lag(WRITERS, READER, TAG, ROUNDS, SETTLE): ROUNDS rounds about
+# 40 ms apart; in each, every writer (a node, in the order given) inserts
+# one row into events with node = its place (from 1), round and payload
+# TAG.  SETTLE waits until READER has every row.  Returns by how many
+# rounds id order runs behind insert order at most, and the rounds' mean
+# period in ms: ordered by id, no row comes after one of a later round by
+# more than that.
+sub id_order_lag
+{
+	my ($writers, $reader, $tag, $rounds, $settle) = @_;
+	my $t0 = Time::HiRes::time();
+	for my $r (1 .. $rounds)
+	{
+		$writers->[ $_ - 1 ]->safe_psql('postgres',
+			"INSERT INTO events (node, round, payload) VALUES ($_, $r, '$tag')")
+		  for 1 .. @$writers;
+		Time::HiRes::usleep(40_000);
+	}
+	my $period_ms = (Time::HiRes::time() - $t0) * 1000 / $rounds;
+	$settle->();
+	my $lag = $reader->safe_psql('postgres', qq{
+		SELECT coalesce(max(max_round - round), 0) FROM (
+			SELECT round, max(round) OVER (ORDER BY id) AS max_round
+			FROM events WHERE payload = '$tag') s});
+	return ($lag, $period_ms);
 }
 
 1;

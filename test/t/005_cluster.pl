@@ -8,7 +8,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
-use Time::HiRes qw(usleep time);
 use SnowflakeTest;
 
 my $schema = q{
@@ -84,31 +83,13 @@ is($agg->safe_psql('postgres',
 # 2. ordering across nodes: rounds 40 ms apart, one row per writer a round;
 # ordered by id, a row never comes before one of an earlier round by more
 # than the clock skew
-sub rounds
-{
-	my ($tag, $n) = @_;
-	my $t0 = time();
-	for my $r (1 .. $n)
-	{
-		$writers[$_ - 1]->safe_psql('postgres',
-			"INSERT INTO events (node, round, payload) VALUES ($_, $r, '$tag')") for 1 .. 3;
-		usleep(40_000);
-	}
-	my $period_ms = (time() - $t0) * 1000 / $n;
-	$writers[$_ - 1]->wait_for_catchup("from_writer$_") for 1 .. 3;
-	# the largest number of rounds by which id order runs behind insert order
-	my $lag = $agg->safe_psql('postgres', qq{
-		SELECT coalesce(max(max_round - round), 0) FROM (
-			SELECT round, max(round) OVER (ORDER BY id) AS max_round
-			FROM events WHERE payload = '$tag') s});
-	return ($lag, $period_ms);
-}
-my ($lag, $period) = rounds('synced', 25);
+my $settle = sub { $writers[$_ - 1]->wait_for_catchup("from_writer$_") for 1 .. 3 };
+my ($lag, $period) = id_order_lag(\@writers, $agg, 'synced', 25, $settle);
 note(sprintf 'clocks in step: id order runs behind insert order by %d rounds of %.0f ms', $lag, $period);
 ok($lag <= 1, "with clocks in step, id order follows insert order (behind by $lag rounds)");
 
 set_clock_offset($writers[2], '+0.5');
-($lag, $period) = rounds('skewed', 25);
+($lag, $period) = id_order_lag(\@writers, $agg, 'skewed', 25, $settle);
 my $disorder = $lag * $period;
 note(sprintf 'writer3 500 ms ahead: id order runs behind insert order by %d rounds of %.0f ms = %.0f ms',
 	$lag, $period, $disorder);

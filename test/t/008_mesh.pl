@@ -1,0 +1,310 @@
+# Active-active: a mesh of nodes that all write the same table, joined by
+# PostgreSQL's own logical replication with origin = none and built by
+# scripts/snowflake-mesh.  Convergence under concurrent load, a second node
+# with one worker id caught everywhere, a node joining and one leaving
+# while writes go on, a member's standby taking its place, and id order
+# across nodes under clock skew.  On PostgreSQL 15, which has no
+# origin = none, the helper refuses.
+use strict;
+use warnings;
+use FindBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use SnowflakeTest;
+
+my $mesh_script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
+my $schema = q{
+	CREATE EXTENSION snowflake;
+	CREATE TABLE events (
+		id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+		node int NOT NULL,
+		round int,
+		payload text);
+};
+
+sub mesh_node
+{
+	my ($name, $worker) = @_;
+	my $n = snowflake_node($name, worker_id => $worker, allows_streaming => 'logical',
+		conf => "max_wal_senders = 20\nmax_replication_slots = 20\n"
+		  . "max_logical_replication_workers = 12\nmax_worker_processes = 24\n"
+		  . "wal_receiver_status_interval = 1");
+	start_faked($n, '+0');
+	$n->safe_psql('postgres', $schema);
+	return $n;
+}
+
+sub conn { return $_[0]->connstr . ' dbname=postgres'; }
+
+# mesh(ARGS...): runs the helper; returns its exit status, output and errors
+sub mesh
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'bash', $mesh_script, '--timeout', '120', @_ ], '>', \$out, '2>', \$err);
+	return ($? >> 8, $out, $err);
+}
+
+sub mesh_ok
+{
+	my ($what, @args) = @_;
+	my ($rc, $out, $err) = mesh(@args);
+	is($rc, 0, $what) or diag("stdout: $out\nstderr: $err");
+	return;
+}
+
+my $first = mesh_node('mesh1', 1);
+if ($first->pg_version->major < 16)
+{
+	my $other = mesh_node('mesh2', 2);
+	my ($rc, $out, $err) = mesh('--tables', 'events', 'create', conn($first), conn($other));
+	isnt($rc, 0, 'PostgreSQL 15: the helper refuses to build a mesh');
+	like($err, qr/needs origin = none, which PostgreSQL 16 and later have/, 'and says why');
+	done_testing();
+	exit;
+}
+my $has_failover_slots = $first->pg_version->major >= 17;
+
+# PostgreSQL 19 counts table and sequence synchronization errors apart
+my $sync_errors = $first->pg_version->major >= 19
+  ? '(sync_table_error_count + sync_seq_error_count)' : 'sync_error_count';
+
+# node 1 has a streaming standby that keeps its logical slots (17+): a
+# physical slot, failover slots synchronized, and no logical subscriber
+# served what the standby has not flushed
+my $standby;
+if ($has_failover_slots)
+{
+	$first->safe_psql('postgres', "SELECT pg_create_physical_replication_slot('mesh1_standby')");
+	$first->backup('b1');
+	$standby = PostgreSQL::Test::Cluster->new('mesh1_standby');
+	$standby->init_from_backup($first, 'b1', has_streaming => 1);
+	$standby->append_conf('postgresql.conf', q{
+primary_slot_name = 'mesh1_standby'
+hot_standby_feedback = on
+sync_replication_slots = on
+} . "primary_conninfo = '" . $first->connstr . " dbname=postgres application_name=mesh1_standby'\n");
+	start_faked($standby, '+0');
+	$first->safe_psql('postgres', q{
+		ALTER SYSTEM SET synchronized_standby_slots = 'mesh1_standby';
+		ALTER SYSTEM SET synchronous_standby_names = 'mesh1_standby';
+		SELECT pg_reload_conf()});
+}
+my @nodes = ($first, map { mesh_node("mesh$_", $_) } 2 .. 3);
+
+# rows that node 1 had before the mesh was made
+$first->safe_psql('postgres',
+	"INSERT INTO events (node, payload) SELECT 1, 'before' FROM generate_series(1, 100)");
+
+# 1. the mesh, made by the helper
+mesh_ok('the helper makes a mesh of three nodes',
+	'--tables', 'events', '--name', 'mesh1', 'create', map { conn($_) } @nodes);
+# every node's events, as count, and a checksum of the ids
+sub digest
+{
+	my ($node, $where) = @_;
+	$where //= 'true';
+	return $node->safe_psql('postgres',
+		"SELECT count(*) || ' rows, ' || coalesce(md5(string_agg(id::text, ',' ORDER BY id)), '-') FROM events WHERE $where");
+}
+
+# wait until every node holds the same rows, then report whether they do
+sub converged
+{
+	my ($what, @members) = @_;
+	my $deadline = time() + 180;
+	my @d;
+	while (1)
+	{
+		@d = map { digest($_) } @members;
+		last if !grep { $_ ne $d[0] } @d;
+		last if time() > $deadline;
+		sleep 1;
+	}
+	my $ok = is_deeply(\@d, [ ($d[0]) x @members ], "$what: every node holds the same rows");
+	diag(join "\n", map { $members[$_]->name . ": $d[$_]" } 0 .. $#members) unless $ok;
+	return $ok;
+}
+
+sub no_errors
+{
+	my ($what, @members) = @_;
+	for my $n (@members)
+	{
+		is($n->safe_psql('postgres',
+			"SELECT coalesce(sum(apply_error_count + $sync_errors), 0) FROM pg_stat_subscription_stats"),
+			'0', "$what: no subscription error on " . $n->name);
+	}
+	return;
+}
+
+# pgbench(NODE, LABEL, CLIENTS, TRANSACTIONS, RATE): inserts in the
+# background, each transaction one row with node = LABEL; RATE (per second,
+# all clients) paces it so that it overlaps what the test does meanwhile
+sub pgbench
+{
+	my ($node, $label, $clients, $tx, $rate) = @_;
+	my $script = $node->basedir . "/insert-$label.sql";
+	open my $fh, '>', $script or die;
+	print $fh "INSERT INTO events (node, payload) VALUES ($label, 'load');\n";
+	close $fh;
+	my ($out, $err) = ('', '');
+	my @rate = $rate ? ('-R', $rate) : ();
+	my $h = IPC::Run::start(
+		[ 'pgbench', '-n', '-c', $clients, '-j', 1, '-t', $tx, @rate, '-f', $script,
+		  '-d', conn($node) ],
+		'>', \$out, '2>', \$err);
+	return { h => $h, out => \$out, err => \$err, node => $node->name, rows => $clients * $tx };
+}
+
+sub finished
+{
+	my ($run) = @_;
+	ok($run->{h}->finish, "pgbench on $run->{node} committed every insert")
+	  or diag("${ $run->{out} }\n${ $run->{err} }");
+	return;
+}
+
+# rows by the node that wrote them, as "label:count,..."
+sub by_node
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(node || ':' || n, ',' ORDER BY node) FROM (SELECT node, count(*) AS n FROM events WHERE payload = 'load' GROUP BY node) s");
+}
+
+my @runs = map { pgbench($nodes[$_ - 1], $_, 4, 1500) } 1 .. 3;
+finished($_) for @runs;
+converged('three nodes under load', @nodes);
+is(by_node($nodes[1]), '1:6000,2:6000,3:6000', 'each node\'s 6000 inserts are there, once');
+is(digest($nodes[2], "payload = 'before'"), digest($first, "payload = 'before'"),
+	'the rows node 1 had before the mesh reached the others');
+no_errors('three nodes under load', @nodes);
+is($nodes[2]->safe_psql('postgres',
+	"SELECT string_agg(worker_id || ':' || coalesce(node_name, '-'), ',' ORDER BY worker_id) FROM snowflake_workers"),
+	'1:mesh1,2:-,3:-', 'every node sees every claim');
+
+# 5. id order across the mesh, with node 3's clock 500 ms ahead
+my $settle = sub { converged('rounds', @nodes) };
+my ($lag, $period) = id_order_lag(\@nodes, $first, 'synced', 25, $settle);
+note(sprintf 'mesh, clocks in step: id order runs behind insert order by %d rounds of %.0f ms', $lag, $period);
+ok($lag <= 1, "with clocks in step, id order follows insert order (behind by $lag rounds)");
+set_clock_offset($nodes[2], '+0.5');
+($lag, $period) = id_order_lag(\@nodes, $first, 'skewed', 25, $settle);
+my $disorder = $lag * $period;
+note(sprintf 'mesh, node 3 500 ms ahead: id order runs behind insert order by %d rounds of %.0f ms = %.0f ms',
+	$lag, $period, $disorder);
+ok($lag >= 1 && $disorder <= 500 + 2 * $period,
+	sprintf('one clock 500 ms ahead: disorder %.0f ms, bounded by the skew', $disorder));
+
+# 2. a fourth node started by mistake with worker id 2
+my $dup = mesh_node('mesh_dup', 2);
+my ($rc, $out, $err) = mesh('join', conn($dup), map { conn($_) } @nodes);
+isnt($rc, 0, 'the helper refuses to join a node whose worker id is in the mesh');
+like($err, qr/both have worker id 2/, 'and says which');
+# joined by hand instead: it subscribes without copying (so it does not
+# see the claims), the members subscribe to it, it claims and writes
+$dup->safe_psql('postgres', 'CREATE PUBLICATION snowflake_mesh FOR TABLE events, snowflake_workers');
+for my $i (0 .. 2)
+{
+	my $n = $nodes[$i];
+	$dup->safe_psql('postgres', "CREATE SUBSCRIPTION dup_from_$i CONNECTION '" . conn($n)
+		  . "' PUBLICATION snowflake_mesh WITH (origin = none, copy_data = false)");
+	$n->safe_psql('postgres', "CREATE SUBSCRIPTION from_dup CONNECTION '" . conn($dup)
+		  . "' PUBLICATION snowflake_mesh WITH (origin = none, copy_data = false, slot_name = 'dup_to_$i')");
+}
+$dup->safe_psql('postgres', "SELECT snowflake_claim_worker('mistake')");
+$dup->safe_psql('postgres', "INSERT INTO events (node, payload) SELECT 4, 'dup' FROM generate_series(1, 100)");
+my @refused = $first->pg_version->major >= 18
+  ? ('conflict detected on relation "public.snowflake_workers": conflict=insert_exists',
+	'Key already exists in unique index "snowflake_workers_pkey"')
+  : ('duplicate key value violates unique constraint "snowflake_workers_pkey"');
+for my $n (@nodes)
+{
+	ok($n->poll_query_until('postgres',
+		"SELECT apply_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 'from_dup'"),
+		'the duplicate claim stops the subscription on ' . $n->name);
+	ok((grep { $n->log_contains($_) } @refused) == @refused,
+		$n->name . '\'s log names the claim that conflicts');
+	is($n->safe_psql('postgres', "SELECT count(*) FROM events WHERE payload = 'dup'"), '0',
+		'before any of its rows reach ' . $n->name);
+	is($n->safe_psql('postgres', 'SELECT coalesce(node_name, \'-\') FROM snowflake_workers WHERE worker_id = 2'),
+		'-', 'the first claim stands on ' . $n->name);
+}
+# removed the way README says
+for my $n (@nodes)
+{
+	$n->safe_psql('postgres', 'ALTER SUBSCRIPTION from_dup DISABLE');
+	$n->safe_psql('postgres', 'DROP SUBSCRIPTION from_dup');
+}
+$dup->safe_psql('postgres', "DROP SUBSCRIPTION dup_from_$_") for 0 .. 2;
+$dup->stop;
+# a member list without node 3 is not the mesh
+my $fourth = mesh_node('mesh4', 4);
+($rc, $out, $err) = mesh('join', conn($fourth), conn($nodes[0]), conn($nodes[1]));
+isnt($rc, 0, 'the helper refuses to join a node to part of the mesh');
+like($err, qr/the members named are not the mesh/, 'and says so');
+is($fourth->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
+	'having changed nothing on the new node');
+
+# 3. node 4 joins while nodes 1-3 write; then node 3 stops writing and
+# leaves while 1, 2 and 4 write
+@runs = (pgbench($nodes[0], 1, 2, 1500, 300), pgbench($nodes[1], 2, 2, 1500, 300),
+	pgbench($nodes[2], 3, 2, 400, 300));
+sleep 1;
+mesh_ok('node 4 joins while the others write',
+	'--name', 'mesh4', 'join', conn($fourth), map { conn($_) } @nodes);
+push @runs, pgbench($fourth, 4, 2, 600, 300);
+finished($runs[2]);
+mesh_ok('node 3 leaves while the others write',
+	'leave', conn($nodes[2]), map { conn($_) } $nodes[0], $nodes[1], $fourth);
+my $left = pop @nodes;
+push @nodes, $fourth;
+finished($_) for @runs[ 0, 1, 3 ];
+converged('a node joined and one left under load', @nodes);
+is(by_node($fourth), '1:9000,2:9000,3:6800,4:1200',
+	'every insert is there, once, on the node that joined');
+is(digest($left, "node = 3"), digest($fourth, "node = 3"),
+	'every row node 3 wrote reached the mesh before it left');
+no_errors('a node joined and one left', @nodes);
+is(join(',', map { $_->safe_psql('postgres',
+	"SELECT count(*) FROM pg_replication_slots WHERE slot_name ~ '_w3_|_w3\$'") } @nodes, $left),
+	'0,0,0,0', 'no slot of the node that left is kept anywhere');
+
+# 4. node 1 dies under load; its standby takes its place
+SKIP:
+{
+	skip 'failover slots need PostgreSQL 17', 9 unless $has_failover_slots;
+	$standby->poll_query_until('postgres', q{
+		SELECT count(*) = 2 FROM pg_replication_slots WHERE synced AND NOT temporary})
+	  or die 'the standby did not synchronize the mesh\'s slots';
+	@runs = map { pgbench($nodes[$_->[0]], $_->[1], 2, 1000, 200) } [ 0, 1 ], [ 1, 2 ], [ 2, 4 ];
+	sleep 3;
+	$first->stop('immediate');
+	$runs[0]->{h}->finish;
+	$standby->promote;
+	my $w1_max = $standby->safe_psql('postgres',
+		'SELECT max(id) FROM events WHERE (snowflake_decode(id)).worker_id = 1');
+	mesh_ok('the others follow node 1\'s promoted standby',
+		'failover', conn($standby), conn($nodes[1]), conn($nodes[2]));
+	# the lost connection to node 1 counts as an apply error; count from here
+	$_->safe_psql('postgres', 'SELECT pg_stat_reset_subscription_stats(NULL)')
+	  for $standby, @nodes[ 1, 2 ];
+	my %log_from = map { $_->name => -s $_->logfile } $standby, @nodes[ 1, 2 ];
+	$standby->safe_psql('postgres',
+		"INSERT INTO events (node, payload) SELECT 1, 'after' FROM generate_series(1, 500)");
+	finished($_) for @runs[ 1, 2 ];
+	$nodes[0] = $standby;
+	converged('after the failover', @nodes);
+	is($nodes[1]->safe_psql('postgres',
+		"SELECT count(*) FROM events WHERE payload = 'after' AND id <= $w1_max"),
+		'0', 'the promoted node issues IDs above every ID of node 1 that reached it');
+	no_errors('after the failover', @nodes);
+	is(join(',', map { scalar(() = slurp_file($_->logfile, $log_from{ $_->name })
+			=~ /duplicate key value|conflict detected/g) } @nodes),
+		'0,0,0', 'and no key conflict in any log');
+}
+
+$_->stop for @nodes, $left;
+done_testing();
