@@ -3,12 +3,14 @@
 #   make demo       install what is missing, build, start a throwaway server, show IDs
 #   make test       the same set-up, then every regression and TAP test
 #   make bench      the benchmark suite (make bench-quick: a smoke run)
+#   make bench-mesh three nodes in an active-active mesh, measured (PostgreSQL 17)
 #   make deb        build the Debian package, install it, test it
 #   make torture    the random fault-history checker: SEEDS=N histories (100)
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
 MODULE_big = snowflake
+SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/mark.o src/generator.o \
 	src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o
 # every install and update script, by name (a wildcard misses them in the
@@ -42,7 +44,7 @@ $(OBJS): | objdir
 objdir:
 	@mkdir -p src
 
-.PHONY: demo demo-stop test bench bench-quick deb torture installcheck-requirements
+.PHONY: demo demo-stop test bench bench-quick bench-mesh deb torture installcheck-requirements
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -58,6 +60,9 @@ bench:
 
 bench-quick:
 	PG_MAJOR=$(PG_MAJOR) QUICK=1 bash test/bench/run.sh
+
+bench-mesh:
+	PG_MAJOR=$(PG_MAJOR) bash test/bench/mesh.sh
 
 deb:
 	PG_MAJOR=$(PG_MAJOR) bash test/deb.sh

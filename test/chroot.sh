@@ -4,7 +4,8 @@
 # mmdebstrap from the host's Debian mirror (PostgreSQL 17 from trixie, 18
 # from sid, 19 from experimental on top of sid), or reuses the one in
 # /var/tmp/snowflake-chroot-VERSION; copies the sources in and runs
-# test/suite.sh there, with /proc and /dev/shm mounted for the run only.
+# test/suite.sh there (or SUITE_SCRIPT, a path in the sources), with /proc
+# and /dev/shm mounted for the run only.
 # Ends with the suite's line "PostgreSQL VERSION: N passed, M failed"; a
 # chroot that cannot be made counts as one failure, and says so.
 set -euo pipefail
@@ -15,7 +16,7 @@ BASE=${SNOWFLAKE_CHROOT_BASE:-/var/tmp}
 ROOT=$BASE/snowflake-chroot-$V
 
 if [ "$(id -u)" != 0 ]; then
-	exec sudo --preserve-env=CI,PROVE_TESTS,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE bash "$0" "$@"
+	exec sudo --preserve-env=CI,PROVE_TESTS,SUITE_SCRIPT,MESH_SECONDS,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE bash "$0" "$@"
 fi
 
 not_built() {
@@ -165,7 +166,7 @@ rc=0
 chroot "$ROOT" /usr/bin/env -i \
 	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/root LANG=C.UTF-8 CI="${CI:-}" PROVE_TESTS="${PROVE_TESTS:-}" \
-	PG_MAJOR="$V" SUITE_HOST_ROOT="$ROOT" \
-	bash /build/snowflake/test/suite.sh </dev/null || rc=$?
+	MESH_SECONDS="${MESH_SECONDS:-}" PG_MAJOR="$V" SUITE_HOST_ROOT="$ROOT" \
+	bash "/build/snowflake/${SUITE_SCRIPT:-test/suite.sh}" </dev/null || rc=$?
 echo "PostgreSQL $V: suite ran in $(($(date +%s) - t1)) s"
 exit $rc
