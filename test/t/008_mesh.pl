@@ -248,6 +248,23 @@ like($err, qr/the members named are not the mesh/, 'and says so');
 is($fourth->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
 	'having changed nothing on the new node');
 
+# a join whose copy fails is taken back whole
+my $odd = snowflake_node('mesh_odd', worker_id => 5, allows_streaming => 'logical');
+$odd->start;
+$odd->safe_psql('postgres',
+	'CREATE EXTENSION snowflake; CREATE TABLE events (id bigint PRIMARY KEY, node int, payload text)');
+($rc, $out, $err) = mesh('join', conn($odd), map { conn($_) } @nodes);
+isnt($rc, 0, 'a join whose copy fails (a column missing) fails');
+like($err, qr/the copy from the source failed.*\n.*HINT: .*\n.*the join was taken back/s, 'and says so');
+is($odd->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
+	'the new node\'s subscriptions are dropped');
+is(join(',', map { $_->safe_psql('postgres',
+	"SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%_to_w5'") } @nodes),
+	'0,0,0', 'and with them its slots on the members');
+is($nodes[0]->safe_psql('postgres', 'SELECT bool_and(subenabled) FROM pg_subscription'), 't',
+	'the source applies the others\' rows again');
+$odd->stop;
+
 # 3. node 4 joins while nodes 1-3 write; then node 3 stops writing and
 # leaves while 1, 2 and 4 write
 @runs = (pgbench($nodes[0], 1, 2, 1500, 300), pgbench($nodes[1], 2, 2, 1500, 300),
