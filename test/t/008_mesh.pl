@@ -61,6 +61,22 @@ if ($first->pg_version->major < 16)
 	my ($rc, $out, $err) = mesh('--tables', 'events', 'create', conn($first), conn($other));
 	isnt($rc, 0, 'PostgreSQL 15: the helper refuses to build a mesh');
 	like($err, qr/needs origin = none, which PostgreSQL 16 and later have/, 'and says why');
+	# what README says of two-way subscriptions there: a node sends on the
+	# rows it applied, and the first row comes back to stop a subscription
+	for my $pair ([ $first, $other ], [ $other, $first ])
+	{
+		my ($from, $to) = @$pair;
+		$from->safe_psql('postgres', 'CREATE PUBLICATION twoway FOR TABLE events');
+		$to->safe_psql('postgres', "CREATE SUBSCRIPTION from_" . $from->name . " CONNECTION '"
+			  . conn($from) . "' PUBLICATION twoway WITH (copy_data = false)");
+	}
+	$first->safe_psql('postgres', "INSERT INTO events (node, payload) VALUES (1, 'round trip')");
+	ok($first->poll_query_until('postgres',
+		"SELECT apply_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 'from_mesh2'"),
+		'PostgreSQL 15: a two-way subscription stops on the first row');
+	ok($first->log_contains('duplicate key value violates unique constraint "events_pkey"'),
+		'on a duplicate key, as the row comes back to the node that wrote it');
+	$_->stop for $first, $other;
 	done_testing();
 	exit;
 }
