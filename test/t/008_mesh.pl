@@ -308,7 +308,7 @@ is(join(',', map { $_->safe_psql('postgres',
 # 4. node 1 dies under load; its standby takes its place
 SKIP:
 {
-	skip 'failover slots need PostgreSQL 17', 9 unless $has_failover_slots;
+	skip 'failover slots need PostgreSQL 17', 11 unless $has_failover_slots;
 	$standby->poll_query_until('postgres', q{
 		SELECT count(*) = 2 FROM pg_replication_slots WHERE synced AND NOT temporary})
 	  or die 'the standby did not synchronize the mesh\'s slots';
@@ -316,6 +316,9 @@ SKIP:
 	sleep 3;
 	$first->stop('immediate');
 	$runs[0]->{h}->finish;
+	($rc, $out, $err) = mesh('failover', conn($standby), conn($nodes[1]), conn($nodes[2]));
+	isnt($rc, 0, 'the helper refuses to fail over to a standby not yet promoted');
+	like($err, qr/is a standby/, 'and says so');
 	$standby->promote;
 	my $w1_max = $standby->safe_psql('postgres',
 		'SELECT max(id) FROM events WHERE (snowflake_decode(id)).worker_id = 1');
