@@ -15,7 +15,8 @@ OBJS = src/snowflake.o src/settings.o src/layout.o src/mark.o src/generator.o \
 	src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o
 # every install and update script, by name (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext)
-DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.0--1.1.sql
+DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.2.sql \
+	sql/snowflake--1.0--1.1.sql sql/snowflake--1.1--1.2.sql
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
