@@ -150,7 +150,10 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 	int64		ahead_ms = (tick - now) * l->tick_ms;
 	int64		allowed_ms = snowflake_max_run_ahead_ms;
 
-	if (allowed_ms < 0 || ahead_ms <= allowed_ms)
+	/* -1 is the cap: no setting lets any role push IDs further ahead */
+	if (allowed_ms < 0)
+		allowed_ms = RUN_AHEAD_CAP_MS;
+	if (ahead_ms <= allowed_ms)
 		return ISSUE;
 
 	*until_ms = layout_tick_to_unix_ms(l, tick - allowed_ms / l->tick_ms);

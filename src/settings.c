@@ -251,11 +251,11 @@ define_runtime_settings(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("snowflake.max_run_ahead_ms",
-							"How far IDs may carry a time ahead of the system clock; -1 means no limit.",
+							"How far IDs may carry a time ahead of the system clock; -1 means as far as allowed, one day.",
 							"Running ahead happens when a tick's sequence numbers are used up or when the clock went backwards.",
 							&snowflake_max_run_ahead_ms,
 							0,
-							-1, INT_MAX,
+							-1, RUN_AHEAD_CAP_MS,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -14,6 +14,15 @@
 #define WORKER_ID_UNSET		(-1)
 
 /*
+ * The furthest IDs may run ahead of the clock, whatever
+ * snowflake.max_run_ahead_ms says (-1 means this much).  Every role that
+ * may generate can push the node's IDs ahead up to the bound in force, and
+ * the node refuses for as long once the bound is lowered: one day bounds
+ * that harm and still rides out a clock stepped back by hours.
+ */
+#define RUN_AHEAD_CAP_MS	(86400 * 1000)
+
+/*
  * This process's view of the settings.  The worker id that goes into IDs
  * is the node's, in shared memory (state.h); snowflake_worker_id is only
  * what this process read from the configuration.
