@@ -16,7 +16,8 @@ OBJS = src/snowflake.o src/settings.o src/layout.o src/mark.o src/generator.o \
 # every install and update script, by name (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext)
 DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.2.sql \
-	sql/snowflake--1.0--1.1.sql sql/snowflake--1.1--1.2.sql
+	sql/snowflake--1.0--1.1.sql sql/snowflake--1.1--1.2.sql \
+	snowflake--1.0.control snowflake--1.1.control
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
@@ -75,5 +76,7 @@ torture:
 # make installcheck runs against a server of your own: say what it needs
 # before a page of diffs does
 installcheck: installcheck-requirements
+# the tests call the extension's functions without its schema
+installcheck: export PGOPTIONS += -c search_path=public,snowflake
 installcheck-requirements:
 	PSQL="$(bindir)/psql" bash $(srcdir)/test/installcheck-check.sh

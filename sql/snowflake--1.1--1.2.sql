@@ -1,2 +1,221 @@
 /* snowflake 1.1 -> 1.2 */
 \echo Use "ALTER EXTENSION snowflake UPDATE TO '1.2'" to load this file. \quit
+
+-- 1.1 lived where CREATE EXTENSION put it (README said public); 1.2 lives
+-- in the schema snowflake.  @extschema@ in this script is 1.1's schema;
+-- the block at the end moves every member of the extension, whatever came
+-- before it, into snowflake.  A function body written here names
+-- snowflake., never @extschema@.
+
+--
+-- Into the schema snowflake, which only superusers may own or create in:
+-- the same check as a fresh install, then every member moves there, and
+-- the extension with them.  Nothing in 1.1's schema is trusted: every name
+-- is qualified.
+--
+DO $$
+DECLARE
+	path text := pg_catalog.current_setting('search_path');
+	bad text;
+BEGIN
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	SELECT string_agg(format('%s %s', CASE WHEN e.grantee = 0 THEN 'PUBLIC'
+											ELSE quote_ident(r.rolname) END,
+							 CASE WHEN e.privilege_type IS NULL THEN 'owns it'
+								  ELSE 'may create in it' END), ', ')
+	INTO bad
+	FROM pg_namespace n
+		 CROSS JOIN LATERAL (SELECT n.nspowner AS grantee, NULL::text AS privilege_type
+							 UNION ALL
+							 SELECT a.grantee, a.privilege_type FROM aclexplode(n.nspacl) a
+							 WHERE a.privilege_type = 'CREATE') e
+		 LEFT JOIN pg_roles r ON r.oid = e.grantee
+	WHERE n.nspname = 'snowflake' AND NOT coalesce(r.rolsuper, false);
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'schema "snowflake" is not safe for the extension snowflake'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = format('Only superusers may own or create in it, but %s.', bad),
+				  HINT = 'Drop or rename that schema (or revoke CREATE on it), then run the command again as a superuser; CREATE EXTENSION makes the schema itself.';
+	END IF;
+	PERFORM pg_catalog.set_config('search_path', path, true);
+END $$;
+
+DO $$
+DECLARE
+	ext oid;
+	from_nsp oid;
+	to_nsp oid;
+	m record;
+BEGIN
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	SELECT e.oid, e.extnamespace INTO ext, from_nsp FROM pg_extension e WHERE e.extname = 'snowflake';
+	to_nsp := to_regnamespace('snowflake');
+	IF to_nsp IS NULL THEN
+		-- made by the installing superuser, not a member: as a fresh install has it
+		CREATE SCHEMA snowflake;
+		ALTER EXTENSION snowflake DROP SCHEMA snowflake;
+		to_nsp := to_regnamespace('snowflake');
+	END IF;
+	IF from_nsp = to_nsp THEN
+		RETURN;
+	END IF;
+	FOR m IN
+		SELECT d.classid, d.objid, c.relkind
+		FROM pg_depend d LEFT JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+		WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext AND d.deptype = 'e'
+		ORDER BY d.classid, d.objid
+	LOOP
+		IF m.classid = 'pg_proc'::regclass THEN
+			EXECUTE format('ALTER ROUTINE %s SET SCHEMA snowflake', m.objid::regprocedure);
+		ELSIF m.relkind = 'r' THEN
+			EXECUTE format('ALTER TABLE %s SET SCHEMA snowflake', m.objid::regclass);
+		ELSIF m.relkind = 'v' THEN
+			EXECUTE format('ALTER VIEW %s SET SCHEMA snowflake', m.objid::regclass);
+		ELSE
+			RAISE EXCEPTION 'cannot move %', pg_describe_object(m.classid, m.objid, 0);
+		END IF;
+	END LOOP;
+	UPDATE pg_extension SET extnamespace = to_nsp WHERE oid = ext;
+	UPDATE pg_depend SET refobjid = to_nsp
+	WHERE classid = 'pg_extension'::regclass AND objid = ext
+	  AND refclassid = 'pg_namespace'::regclass AND refobjid = from_nsp;
+END $$;
+
+GRANT USAGE ON SCHEMA snowflake TO PUBLIC;
+
+REVOKE ALL ON FUNCTION snowflake.decimal_id_nextval() FROM PUBLIC;
+
+-- the bodies that named 1.1's schema, and the checks of 1.2
+CREATE OR REPLACE FUNCTION snowflake.snowflake_claim_worker(node_name text DEFAULT NULL)
+RETURNS snowflake.snowflake_workers
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	me bigint := (SELECT system_identifier FROM pg_control_system());
+	w integer := snowflake.snowflake_worker_id();
+	claim snowflake.snowflake_workers;
+BEGIN
+	SELECT * INTO claim FROM snowflake.snowflake_workers WHERE worker_id = w;
+	IF FOUND AND claim.system_identifier <> me THEN
+		RAISE EXCEPTION 'worker id % is already claimed by another system', w
+			USING ERRCODE = 'unique_violation',
+				  DETAIL = format('System %s (node %s) claimed it at %s; this system is %s.',
+								  claim.system_identifier, coalesce(claim.node_name, 'unnamed'),
+								  claim.claimed_at, me),
+				  HINT = 'Give this node a worker id of its own in snowflake.worker_id.';
+	END IF;
+	IF NOT FOUND THEN
+		INSERT INTO snowflake.snowflake_workers (worker_id, system_identifier, node_name)
+		VALUES (w, me, snowflake_claim_worker.node_name)
+		RETURNING * INTO claim;
+	END IF;
+	RETURN claim;
+END $$;
+
+CREATE OR REPLACE FUNCTION snowflake.snowflake_convert_column(tbl regclass, col name)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	att record;
+	kind "char";
+	mine boolean;
+	seq text;
+	owned boolean := false;
+	old_default text;
+	max_value bigint;
+	floor_id bigint;
+	report text[] := '{}';
+BEGIN
+	-- a node that cannot generate must not be handed a column to fill
+	PERFORM snowflake.snowflake_worker_id();
+	-- Only a table the caller owns, checked before the lock and again under
+	-- it: reading a view, a foreign table or another role's table runs code
+	-- its owner chose, with the caller's rights.  The lock keeps any writer
+	-- from slipping in between the checks and the change.
+	FOR pass IN 1 .. 2 LOOP
+		SELECT c.relkind, pg_has_role(c.relowner, 'USAGE') INTO kind, mine
+		FROM pg_class c WHERE c.oid = tbl;
+		IF kind IS NULL OR kind NOT IN ('r', 'p') THEN
+			RAISE EXCEPTION '% is not a table', tbl
+				USING ERRCODE = 'wrong_object_type',
+					  DETAIL = format('It is %s; snowflake_convert_column() converts ordinary and partitioned tables only.',
+									  CASE kind WHEN 'v' THEN 'a view' WHEN 'm' THEN 'a materialized view'
+									  WHEN 'f' THEN 'a foreign table' WHEN 'S' THEN 'a sequence'
+									  WHEN 'i' THEN 'an index' WHEN 'I' THEN 'a partitioned index'
+									  WHEN 'c' THEN 'a composite type' WHEN 't' THEN 'a TOAST table'
+									  ELSE 'gone' END);
+		END IF;
+		IF NOT mine THEN
+			RAISE EXCEPTION 'must be owner of table %', tbl
+				USING ERRCODE = 'insufficient_privilege',
+					  HINT = 'Its owner (or a member of the owning role) converts it.';
+		END IF;
+		IF pass = 1 THEN
+			EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+		END IF;
+	END LOOP;
+
+	SELECT a.attnum, a.atttypid::regtype AS typ, a.attidentity,
+		   pg_get_expr(d.adbin, d.adrelid) AS def
+	INTO att
+	FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'column "%" of relation % does not exist', col, tbl
+			USING ERRCODE = 'undefined_column';
+	END IF;
+	IF att.typ IN ('integer'::regtype, 'smallint'::regtype) THEN
+		RAISE EXCEPTION 'column "%" of relation % is of type %, too narrow for snowflake IDs', col, tbl, att.typ
+			USING ERRCODE = 'datatype_mismatch',
+				  HINT = format('Widen it first: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', tbl, col);
+	END IF;
+	IF att.typ <> 'bigint'::regtype THEN
+		RAISE EXCEPTION 'column "%" of relation % is of type %, not bigint', col, tbl, att.typ
+			USING ERRCODE = 'datatype_mismatch';
+	END IF;
+
+	IF att.attidentity IN ('a', 'd') THEN
+		seq := pg_get_serial_sequence(tbl::text, col);
+		old_default := CASE att.attidentity WHEN 'a' THEN 'GENERATED ALWAYS AS IDENTITY'
+					   ELSE 'GENERATED BY DEFAULT AS IDENTITY' END;
+	ELSIF att.def LIKE 'nextval(%' THEN
+		seq := pg_get_serial_sequence(tbl::text, col);
+		owned := seq IS NOT NULL;
+		old_default := 'DEFAULT ' || att.def;
+	ELSIF att.def = 'snowflake.snowflake_nextval()' THEN
+		RETURN format('%s.%I already defaults to snowflake_nextval(); nothing changed', tbl, col);
+	ELSE
+		RAISE EXCEPTION 'column "%" of relation % is not filled by a sequence or an identity', col, tbl
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = format('Its default is %s.', coalesce(att.def, 'none')),
+				  HINT = 'Set the default by hand: ALTER TABLE ... ALTER COLUMN ... SET DEFAULT snowflake.snowflake_nextval();';
+	END IF;
+
+	-- every existing value must be below the IDs the generator will issue
+	EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO max_value;
+	floor_id := snowflake.snowflake_from_timestamp(clock_timestamp());
+	IF max_value >= floor_id THEN
+		RAISE EXCEPTION 'existing values of %.% reach into the range of snowflake IDs', tbl, col
+			USING ERRCODE = 'numeric_value_out_of_range',
+				  DETAIL = format('The largest value is %s; snowflake IDs issued now start at %s.', max_value, floor_id);
+	END IF;
+
+	IF att.attidentity IN ('a', 'd') THEN
+		EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+		report := report || format('dropped %s and its sequence %s', old_default, seq);
+	END IF;
+	EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT snowflake.snowflake_nextval()', tbl, col);
+	IF att.attidentity NOT IN ('a', 'd') THEN
+		report := report || format('replaced %s', old_default);
+	END IF;
+	IF owned THEN
+		EXECUTE format('DROP SEQUENCE %s', seq);
+		report := report || format('dropped the sequence %s it owned', seq);
+	END IF;
+	report := report || format('existing values up to %s stay below the first snowflake ID %s',
+							   coalesce(max_value::text, '(none)'), floor_id);
+	RETURN format('%s.%I now defaults to snowflake_nextval(): %s', tbl, col, array_to_string(report, '; '));
+END $$;

@@ -4,6 +4,45 @@
 \echo Use "CREATE EXTENSION snowflake" to load this file. \quit
 
 --
+-- The schema.  Every object lives in the schema snowflake (the control
+-- file names it), which the function bodies below name and which a column
+-- default or a caller's search_path resolves to.  Only a superuser may own
+-- it or create in it: a schema made beforehand by another role, or one
+-- where another role may create, could hold or later receive look-alike
+-- objects that a superuser's call would run.  CREATE EXTENSION makes the
+-- schema when it is missing, owned by the installing superuser.
+--
+DO $$
+DECLARE
+	path text := pg_catalog.current_setting('search_path');
+	bad text;
+BEGIN
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	SELECT string_agg(format('%s %s', CASE WHEN e.grantee = 0 THEN 'PUBLIC'
+											ELSE quote_ident(r.rolname) END,
+							 CASE WHEN e.privilege_type IS NULL THEN 'owns it'
+								  ELSE 'may create in it' END), ', ')
+	INTO bad
+	FROM pg_namespace n
+		 CROSS JOIN LATERAL (SELECT n.nspowner AS grantee, NULL::text AS privilege_type
+							 UNION ALL
+							 SELECT a.grantee, a.privilege_type FROM aclexplode(n.nspacl) a
+							 WHERE a.privilege_type = 'CREATE') e
+		 LEFT JOIN pg_roles r ON r.oid = e.grantee
+	WHERE n.nspname = 'snowflake' AND NOT coalesce(r.rolsuper, false);
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'schema "snowflake" is not safe for the extension snowflake'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = format('Only superusers may own or create in it, but %s.', bad),
+				  HINT = 'Drop or rename that schema (or revoke CREATE on it), then run the command again as a superuser; CREATE EXTENSION makes the schema itself.';
+	END IF;
+	PERFORM pg_catalog.set_config('search_path', path, true);
+END $$;
+
+-- its objects are for every role to call, as their privileges allow
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+
+--
 -- Generating.  Both functions keep the last ID in backend memory for
 -- snowflake_currval(), so they run only in the leader of a parallel query
 -- (PARALLEL RESTRICTED).  They take no arguments, so strictness does not
@@ -151,6 +190,10 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION decimal_id_nextval() IS
 'next DecimalId of this node: counter * 10^10 + generator_id * 10^5 + launch_id';
 
+-- Each call spends a share of the node's generator ids, which every role
+-- and every restart draw from: only the roles granted it may call it.
+REVOKE ALL ON FUNCTION decimal_id_nextval() FROM PUBLIC;
+
 CREATE FUNCTION decimal_id_decode(id bigint,
 	OUT counter bigint, OUT generator_id integer, OUT launch_id integer)
 RETURNS record
@@ -212,10 +255,10 @@ CREATE TABLE snowflake_workers (
 COMMENT ON TABLE snowflake_workers IS
 'which system claimed which worker id; publish it with the data to catch two nodes with one worker id';
 
-SELECT pg_catalog.pg_extension_config_dump('snowflake_workers', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.snowflake_workers', '');
 
 CREATE FUNCTION snowflake_claim_worker(node_name text DEFAULT NULL)
-RETURNS snowflake_workers
+RETURNS @extschema@.snowflake_workers
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -255,6 +298,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	att record;
+	kind "char";
+	mine boolean;
 	seq text;
 	owned boolean := false;
 	old_default text;
@@ -264,8 +309,32 @@ DECLARE
 BEGIN
 	-- a node that cannot generate must not be handed a column to fill
 	PERFORM @extschema@.snowflake_worker_id();
-	-- no writer may slip in between the check and the change
-	EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+	-- Only a table the caller owns, checked before the lock and again under
+	-- it: reading a view, a foreign table or another role's table runs code
+	-- its owner chose, with the caller's rights.  The lock keeps any writer
+	-- from slipping in between the checks and the change.
+	FOR pass IN 1 .. 2 LOOP
+		SELECT c.relkind, pg_has_role(c.relowner, 'USAGE') INTO kind, mine
+		FROM pg_class c WHERE c.oid = tbl;
+		IF kind IS NULL OR kind NOT IN ('r', 'p') THEN
+			RAISE EXCEPTION '% is not a table', tbl
+				USING ERRCODE = 'wrong_object_type',
+					  DETAIL = format('It is %s; snowflake_convert_column() converts ordinary and partitioned tables only.',
+									  CASE kind WHEN 'v' THEN 'a view' WHEN 'm' THEN 'a materialized view'
+									  WHEN 'f' THEN 'a foreign table' WHEN 'S' THEN 'a sequence'
+									  WHEN 'i' THEN 'an index' WHEN 'I' THEN 'a partitioned index'
+									  WHEN 'c' THEN 'a composite type' WHEN 't' THEN 'a TOAST table'
+									  ELSE 'gone' END);
+		END IF;
+		IF NOT mine THEN
+			RAISE EXCEPTION 'must be owner of table %', tbl
+				USING ERRCODE = 'insufficient_privilege',
+					  HINT = 'Its owner (or a member of the owning role) converts it.';
+		END IF;
+		IF pass = 1 THEN
+			EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+		END IF;
+	END LOOP;
 
 	SELECT a.attnum, a.atttypid::regtype AS typ, a.attidentity,
 		   pg_get_expr(d.adbin, d.adrelid) AS def
@@ -294,13 +363,13 @@ BEGIN
 		seq := pg_get_serial_sequence(tbl::text, col);
 		owned := seq IS NOT NULL;
 		old_default := 'DEFAULT ' || att.def;
-	ELSIF att.def = 'snowflake_nextval()' OR att.def LIKE '%.snowflake_nextval()' THEN
+	ELSIF att.def = '@extschema@.snowflake_nextval()' THEN
 		RETURN format('%s.%I already defaults to snowflake_nextval(); nothing changed', tbl, col);
 	ELSE
 		RAISE EXCEPTION 'column "%" of relation % is not filled by a sequence or an identity', col, tbl
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 				  DETAIL = format('Its default is %s.', coalesce(att.def, 'none')),
-				  HINT = 'Set the default by hand: ALTER TABLE ... ALTER COLUMN ... SET DEFAULT snowflake_nextval();';
+				  HINT = 'Set the default by hand: ALTER TABLE ... ALTER COLUMN ... SET DEFAULT snowflake.snowflake_nextval();';
 	END IF;
 
 	-- every existing value must be below the IDs the generator will issue

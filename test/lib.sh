@@ -83,6 +83,8 @@ start_server() {
 		echo "unix_socket_directories = '$dir'"
 		echo "port = 5432"
 		[ "$preload" = yes ] && echo "shared_preload_libraries = 'snowflake'"
+		# the extension's schema, as README's Configure shows
+		echo "search_path = '\"\$user\", public, snowflake'"
 		for line in "$@"; do echo "$line"; done
 	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null

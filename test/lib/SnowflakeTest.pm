@@ -24,6 +24,7 @@ sub snowflake_node
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'snowflake'
 snowflake.worker_id = $worker
+search_path = '"\$user", public, snowflake'
 $conf
 });
 	return $node;

@@ -20,11 +20,20 @@ my $catalog = q{
 		WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
 		  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake')) s};
 
+# where it lives: the schema, its owner and privileges, and that the schema
+# is no member (DROP EXTENSION leaves it, as CREATE EXTENSION made it)
+my $schema = q{
+	SELECT n.nspname || ' ' || n.nspowner::regrole || ' ' || coalesce(n.nspacl::text, '') || ' ' ||
+		   (SELECT count(*) FROM pg_depend d WHERE d.classid = 'pg_namespace'::regclass
+			AND d.objid = n.oid AND d.deptype = 'e')
+	FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'snowflake'};
+
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'snowflake'");
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION snowflake');
 my $fresh = $node->safe_psql('fresh', $catalog);
+my $fresh_schema = $node->safe_psql('fresh', $schema);
 ok(length($fresh) > 1000, "a fresh install of $default has its objects");
 
 my @versions = split /\n/, $node->safe_psql('postgres',
@@ -39,6 +48,7 @@ for my $v (@versions)
 	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'snowflake'"),
 		$default, "$v updates to $default");
 	is($node->safe_psql($db, $catalog), $fresh, "$v updated has the objects of a fresh $default");
+	is($node->safe_psql($db, $schema), $fresh_schema, "$v updated lives where a fresh $default does");
 	ok($node->safe_psql($db, 'SELECT snowflake_nextval() > 0'), "$v updated generates");
 }
 
