@@ -1,11 +1,12 @@
 -- The README's first example, on a throwaway server whose
 -- postgresql.conf has: shared_preload_libraries = 'snowflake'
 --                      snowflake.worker_id = 7
+--                      search_path = '"$user", public, snowflake'
 \set ECHO queries
 SET timezone = 'UTC';
 CREATE EXTENSION IF NOT EXISTS snowflake;
 
-CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text);
+CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), item text);
 INSERT INTO orders (item) VALUES ('book'), ('pen'), ('ink') RETURNING id;
 
 -- each ID carries its time, the node's worker id and a sequence number

@@ -115,7 +115,7 @@ $agg->poll_query_until('postgres', qq{
   or die 'the second claim was not refused';
 # PostgreSQL 18 and later report the key violation as a conflict
 my @refused = $agg->pg_version->major >= 18
-  ? ('conflict detected on relation "public.snowflake_workers": conflict=insert_exists',
+  ? ('conflict detected on relation "snowflake.snowflake_workers": conflict=insert_exists',
 	'Key already exists in unique index "snowflake_workers_pkey"')
   : ('duplicate key value violates unique constraint "snowflake_workers_pkey"');
 ok((grep { $agg->log_contains($_) } @refused) == @refused,

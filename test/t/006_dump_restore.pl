@@ -14,16 +14,15 @@ $old->safe_psql('postgres', q{
 	CREATE DATABASE shop;
 });
 $old->safe_psql('shop', q{
-	CREATE SCHEMA ids;
-	CREATE EXTENSION snowflake SCHEMA ids;
-	SET search_path = public, ids;
-	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT ids.snowflake_nextval(), item text);
+	CREATE EXTENSION snowflake;
+	SET search_path = public;
+	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), item text);
 	CREATE TABLE legacy (id bigserial PRIMARY KEY, item text);
 	INSERT INTO legacy (item) SELECT 'old' FROM generate_series(1, 1000);
-	SELECT ids.snowflake_convert_column('legacy', 'id');
+	SELECT snowflake.snowflake_convert_column('legacy', 'id');
 	INSERT INTO orders (item) SELECT 'o' || g FROM generate_series(1, 1000) g;
 	INSERT INTO legacy (item) SELECT 'converted' FROM generate_series(1, 10);
-	SELECT ids.snowflake_claim_worker('old');
+	SELECT snowflake.snowflake_claim_worker('old');
 });
 my $dump = $old->basedir . '/shop.dump';
 $old->command_ok([ 'pg_dump', '-Fc', '-d', $old->connstr('shop'), '-f', $dump ], 'pg_dump');
@@ -39,14 +38,15 @@ $new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('shop'),
 is($new->safe_psql('shop', 'SELECT count(*) FROM orders') . '/' .
    $new->safe_psql('shop', 'SELECT count(*) FROM legacy'), '1000/1010', 'every row came back');
 is($new->safe_psql('shop', q{
+	SET search_path = public;
 	SELECT string_agg(c.relname || '=' || pg_get_expr(d.adbin, d.adrelid), ', ' ORDER BY c.relname)
 	FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid
 	WHERE c.relname IN ('orders', 'legacy')}),
-	'legacy=ids.snowflake_nextval(), orders=ids.snowflake_nextval()',
+	'legacy=snowflake.snowflake_nextval(), orders=snowflake.snowflake_nextval()',
 	'the defaults, the converted one too, point at the generator');
-is($new->safe_psql('shop', 'SELECT worker_id, node_name FROM ids.snowflake_workers'),
+is($new->safe_psql('shop', 'SELECT worker_id, node_name FROM snowflake.snowflake_workers'),
 	'1|old', 'the worker registry came along');
-is($new->safe_psql('shop', 'SELECT worker_id FROM ids.snowflake_status'), '2',
+is($new->safe_psql('shop', 'SELECT worker_id FROM snowflake.snowflake_status'), '2',
 	'the status view works on the new cluster');
 
 $new->safe_psql('shop', q{
@@ -55,7 +55,7 @@ $new->safe_psql('shop', q{
 is($new->safe_psql('shop', qq{
 	SELECT count(*) FROM (SELECT id FROM orders WHERE item = 'new'
 						  UNION ALL SELECT id FROM legacy WHERE item = 'new') s
-	WHERE id > $before AND (ids.snowflake_decode(id)).worker_id = 2}),
+	WHERE id > $before AND (snowflake.snowflake_decode(id)).worker_id = 2}),
 	'200', 'new rows get IDs above every restored one, with the new worker id');
 
 $old->stop;
