@@ -71,6 +71,13 @@ BEGIN
 			EXECUTE format('ALTER TABLE %s SET SCHEMA snowflake', m.objid::regclass);
 		ELSIF m.relkind = 'v' THEN
 			EXECUTE format('ALTER VIEW %s SET SCHEMA snowflake', m.objid::regclass);
+		ELSIF m.classid = 'pg_type'::regclass THEN
+			-- a row type or an array type (a member on some versions) moves
+			-- with its relation or element type
+			IF NOT EXISTS (SELECT FROM pg_type t WHERE t.oid = m.objid
+						   AND (t.typrelid <> 0 OR t.typelem <> 0)) THEN
+				EXECUTE format('ALTER TYPE %s SET SCHEMA snowflake', m.objid::regtype);
+			END IF;
 		ELSE
 			RAISE EXCEPTION 'cannot move %', pg_describe_object(m.classid, m.objid, 0);
 		END IF;

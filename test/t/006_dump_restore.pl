@@ -58,6 +58,31 @@ is($new->safe_psql('shop', qq{
 	WHERE id > $before AND (snowflake.snowflake_decode(id)).worker_id = 2}),
 	'200', 'new rows get IDs above every restored one, with the new worker id');
 
+# A dump of 1.1, whose defaults name public.snowflake_nextval(), restores
+# as README's Upgrading says: 1.1 in public first, then the update.
+$old->safe_psql('postgres', 'CREATE DATABASE shop11');
+$old->safe_psql('shop11', q{
+	CREATE EXTENSION snowflake VERSION '1.1';
+	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT public.snowflake_nextval(), item text);
+	INSERT INTO orders (item) SELECT 'o' || g FROM generate_series(1, 100) g;
+	SELECT public.snowflake_claim_worker('old');
+});
+my $dump11 = $old->basedir . '/shop11.dump';
+$old->command_ok([ 'pg_dump', '-Fc', '-d', $old->connstr('shop11'), '-f', $dump11 ], 'pg_dump of 1.1');
+$new->safe_psql('postgres', 'CREATE DATABASE shop11');
+$new->safe_psql('shop11', "CREATE EXTENSION snowflake VERSION '1.1' SCHEMA public");
+$new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('shop11'), $dump11 ],
+	'pg_restore of 1.1 into 1.1 made first');
+$new->safe_psql('shop11', 'ALTER EXTENSION snowflake UPDATE');
+is($new->safe_psql('shop11', q{
+	SET search_path = public;
+	SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'orders'::regclass}),
+	'snowflake.snowflake_nextval()', 'updated, its default calls the generator in snowflake');
+is($new->safe_psql('shop11', 'SELECT worker_id, node_name FROM snowflake.snowflake_workers'),
+	'1|old', 'with its claims');
+ok($new->safe_psql('shop11', "INSERT INTO orders (item) VALUES ('new') RETURNING id") > 0,
+	'and generates');
+
 $old->stop;
 $new->stop;
 done_testing();
