@@ -14,8 +14,9 @@
  *
  * The policy, when an ID would carry a time ahead of the clock: issue it if
  * max_run_ahead_ms allows; otherwise wait for the clock if the wait is
- * short (the next tick, a step back within max_clock_backward_ms, or the
- * rest of a reservation after a crash); otherwise refuse.  A wait is
+ * short (the next tick, up to a window, a step back within
+ * max_clock_backward_ms, or the rest of a reservation after a crash);
+ * otherwise refuse.  A wait is
  * judged again at every wake-up, against a deadline on the monotonic
  * clock, so it never outlasts the policy whatever the wall clock does.
  *
