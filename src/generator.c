@@ -16,9 +16,9 @@
  * max_run_ahead_ms allows; otherwise wait for the clock if the wait is
  * short (the next tick, up to a window, a step back within
  * max_clock_backward_ms, or the rest of a reservation after a crash);
- * otherwise refuse.  A wait is
- * judged again at every wake-up, against a deadline on the monotonic
- * clock, so it never outlasts the policy whatever the wall clock does.
+ * otherwise refuse.  A wait is judged again at every wake-up, against a
+ * deadline on the monotonic clock, so it never outlasts the policy
+ * whatever the wall clock does.
  *
  * Statistics are kept per backend slot, each written only by its owner, so
  * counting adds no shared write to the hot path; readers add the slots up.
