@@ -49,5 +49,11 @@ SELECT snowflake_convert_column('c_future', 'id');
 -- and nothing changed there
 SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d WHERE d.adrelid = 'c_future'::regclass;
 
+-- a regclass that names no relation: said so, with the SQLSTATE PostgreSQL uses
+SELECT snowflake_convert_column(0, 'id');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_convert_column(4294967000::oid::regclass, 'id');
+\echo :LAST_ERROR_SQLSTATE
+
 DROP TABLE c_serial, c_identity, c_bydefault, c_plain, c_int, c_text, c_none, c_future;
 DROP SEQUENCE shared_seq;

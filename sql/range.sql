@@ -43,3 +43,28 @@ EXPLAIN (COSTS OFF)
 SELECT * FROM events WHERE id >= snowflake_from_timestamp(now() - interval '1 hour');
 RESET enable_seqscan;
 DROP TABLE events;
+
+-- bounds between ticks round down to the tick: the rows selected are those
+-- whose ID time (snowflake_timestamp) lies in [a, b) rounded down to the
+-- millisecond, so rows made in a's millisecond before a are in, rows made
+-- in b's millisecond before b are out
+CREATE TABLE events (id bigint PRIMARY KEY, made timestamptz NOT NULL);
+INSERT INTO events
+SELECT snowflake_from_timestamp(t) + ((g * 7919) % 1024 << 12) + (g * 104729) % 4096, t
+FROM (SELECT g, '2025-06-01 00:00:00+00'::timestamptz + g * interval '130 microseconds' AS t
+	  FROM generate_series(0, 19999) g) s;
+SELECT a, b, by_id, by_tick, by_id = by_tick AS exact, by_time
+FROM (SELECT a, b,
+			 (SELECT count(*) FROM events
+			  WHERE id >= snowflake_from_timestamp(a) AND id < snowflake_from_timestamp(b)) AS by_id,
+			 (SELECT count(*) FROM events
+			  WHERE snowflake_timestamp(id) >= date_trunc('milliseconds', a)
+				AND snowflake_timestamp(id) < date_trunc('milliseconds', b)) AS by_tick,
+			 (SELECT count(*) FROM events WHERE made >= a AND made < b) AS by_time
+	  FROM (VALUES ('2025-06-01 00:00:00.0005+00'::timestamptz, '2025-06-01 00:00:01.0005+00'::timestamptz),
+				   ('2025-06-01 00:00:00.000131+00', '2025-06-01 00:00:00.001261+00'),
+				   ('2025-06-01 00:00:01.999999+00', '2025-06-01 00:00:02.000001+00')) v(a, b)) s;
+-- every row is below the bound taken just after it was made, rounded up a tick
+SELECT count(*) FILTER (WHERE id >= snowflake_from_timestamp(made + interval '1 ms')) AS above_bound
+FROM events;
+DROP TABLE events;

@@ -92,6 +92,36 @@ GRANT USAGE ON SCHEMA snowflake TO PUBLIC;
 
 REVOKE ALL ON FUNCTION snowflake.decimal_id_nextval() FROM PUBLIC;
 
+--
+-- Functions tell the truth (issue 20).  The variants that name a layout
+-- take a custom layout only by a name that carries its parameters; the
+-- range bound's comment states its tick rounding.
+--
+COMMENT ON FUNCTION snowflake.snowflake_decode(bigint, text) IS
+'time, worker id and sequence number of an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
+
+COMMENT ON FUNCTION snowflake.snowflake_timestamp(bigint, text) IS
+'time at which an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
+
+COMMENT ON FUNCTION snowflake.snowflake_from_timestamp(timestamptz) IS
+'smallest ID of the tick that holds that time, in the server''s layout: a bound for range scans on the key';
+
+COMMENT ON FUNCTION snowflake.snowflake_from_timestamp(timestamptz, text) IS
+'smallest ID of the tick that holds that time, in the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
+
+-- A repair far ahead of the clock needs force, which also lowers the state.
+DROP FUNCTION snowflake.snowflake_repair_state(bigint);
+
+CREATE FUNCTION snowflake.snowflake_repair_state(above bigint DEFAULT 0, force boolean DEFAULT false)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_repair_state'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION snowflake.snowflake_repair_state(bigint, boolean) IS
+'rewrite a damaged snowflake.state: continue above the given ID, the reservation logged in WAL, the last checkpoint and the last replayed commit; force accepts a value far ahead of the clock and lowers the state';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_repair_state(bigint, boolean) FROM PUBLIC;
+
 -- the bodies that named 1.1's schema, and the checks of 1.2
 CREATE OR REPLACE FUNCTION snowflake.snowflake_claim_worker(node_name text DEFAULT NULL)
 RETURNS snowflake.snowflake_workers
@@ -138,6 +168,11 @@ DECLARE
 BEGIN
 	-- a node that cannot generate must not be handed a column to fill
 	PERFORM snowflake.snowflake_worker_id();
+	-- a regclass need not name a relation (0, a dropped one's OID)
+	IF NOT EXISTS (SELECT FROM pg_class WHERE oid = tbl) THEN
+		RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+			USING ERRCODE = 'undefined_table';
+	END IF;
 	-- Only a table the caller owns, checked before the lock and again under
 	-- it: reading a view, a foreign table or another role's table runs code
 	-- its owner chose, with the caller's rights.  The lock keeps any writer

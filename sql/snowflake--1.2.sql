@@ -68,7 +68,9 @@ COMMENT ON FUNCTION snowflake_currval() IS
 -- Decoding under the server's layout.  snowflake.layout is fixed while the
 -- server runs but may change across restarts, so these are STABLE; the
 -- variants that name a layout are IMMUTABLE and fit indexes and generated
--- columns.
+-- columns: they take a preset or a custom layout named with its
+-- parameters ('custom:41/10/12/1ms/2016-11-01'), never plain 'custom',
+-- which follows settings.
 --
 CREATE FUNCTION snowflake_decode(id bigint,
 	OUT ts timestamptz, OUT worker_id integer, OUT seq integer)
@@ -86,7 +88,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_decode(bigint, text) IS
-'time, worker id and sequence number of an ID of the named layout';
+'time, worker id and sequence number of an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
 
 CREATE FUNCTION snowflake_timestamp(id bigint)
 RETURNS timestamptz
@@ -102,7 +104,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_timestamp(bigint, text) IS
-'time at which an ID of the named layout was generated, to the tick';
+'time at which an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
 
 CREATE FUNCTION snowflake_from_timestamp(ts timestamptz)
 RETURNS bigint
@@ -110,7 +112,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_from_timestamp(timestamptz) IS
-'smallest ID of the server''s layout that can carry that time: a bound for range scans on the key';
+'smallest ID of the tick that holds that time, in the server''s layout: a bound for range scans on the key';
 
 CREATE FUNCTION snowflake_from_timestamp(ts timestamptz, layout text)
 RETURNS bigint
@@ -118,7 +120,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_from_timestamp(timestamptz, text) IS
-'smallest ID of the named layout that can carry that time';
+'smallest ID of the tick that holds that time, in the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
 
 --
 -- Reference and monitoring.
@@ -168,16 +170,18 @@ COMMENT ON FUNCTION snowflake_worker_id() IS
 'the worker id this node writes into its IDs; an error if the node cannot generate';
 
 -- The operator's way out of a damaged state file.  Superuser only: it
--- decides above which ID the node continues.
-CREATE FUNCTION snowflake_repair_state(above bigint DEFAULT 0)
+-- decides above which ID the node continues.  A value ahead of the clock
+-- by more than the policy allows, or in the layout's last tick, needs
+-- force, which also lets a repair lower the state again.
+CREATE FUNCTION snowflake_repair_state(above bigint DEFAULT 0, force boolean DEFAULT false)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_repair_state'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION snowflake_repair_state(bigint) IS
-'rewrite a damaged snowflake.state: continue above the given ID, the last checkpoint and the last replayed commit';
+COMMENT ON FUNCTION snowflake_repair_state(bigint, boolean) IS
+'rewrite a damaged snowflake.state: continue above the given ID, the reservation logged in WAL, the last checkpoint and the last replayed commit; force accepts a value far ahead of the clock and lowers the state';
 
-REVOKE ALL ON FUNCTION snowflake_repair_state(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_repair_state(bigint, boolean) FROM PUBLIC;
 
 --
 -- The other schemes of the source documents.
@@ -309,6 +313,11 @@ DECLARE
 BEGIN
 	-- a node that cannot generate must not be handed a column to fill
 	PERFORM @extschema@.snowflake_worker_id();
+	-- a regclass need not name a relation (0, a dropped one's OID)
+	IF NOT EXISTS (SELECT FROM pg_class WHERE oid = tbl) THEN
+		RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+			USING ERRCODE = 'undefined_table';
+	END IF;
 	-- Only a table the caller owns, checked before the lock and again under
 	-- it: reading a view, a foreign table or another role's table runs code
 	-- its owner chose, with the caller's rights.  The lock keeps any writer

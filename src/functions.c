@@ -11,10 +11,12 @@
 
 #include "access/htup_details.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "clock.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -36,34 +38,79 @@ PG_FUNCTION_INFO_V1(snowflake_worker_id_fn);
 static int64 session_last_id = 0;
 static bool session_has_id = false;
 
+/* At most this many characters of a name given by the caller are echoed. */
+#define ECHO_CHARS	64
+
+/* A caller's text for a message: its start when it is long. */
+static const char *
+echo(const char *s)
+{
+	int			len = strlen(s);
+	int			keep = pg_mbcliplen(s, len, ECHO_CHARS);
+
+	return keep < len ? psprintf("%s...", pnstrdup(s, keep)) : s;
+}
+
+/* The name that carries the server's custom layout's parameters. */
+static const char *
+server_custom_name(void)
+{
+	char	   *buf = palloc(LAYOUT_NAME_LEN);
+
+	layout_custom_name(snowflake_layout, buf, LAYOUT_NAME_LEN);
+	return buf;
+}
+
+/*
+ * The layout a decoding function names.  These functions are IMMUTABLE, so
+ * the name alone must decide the layout: a preset, or a custom layout
+ * named with its parameters.  Plain "custom" follows settings that change
+ * across restarts, and an index built on it would answer wrong after one.
+ */
 static const SnowflakeLayout *
 layout_arg(text *name)
 {
 	char	   *s = text_to_cstring(name);
 	const SnowflakeLayout *l = layout_find(s);
+	bool		custom_server = strcmp(snowflake_layout->name, "custom") == 0;
+	int			n;
+	const SnowflakeLayout *p;
+	StringInfoData names;
 
-	/* the custom layout is known by name where the server runs it */
-	if (l == NULL && pg_strcasecmp(s, "custom") == 0 &&
-		strcmp(snowflake_layout->name, "custom") == 0)
+	if (l != NULL)
+		return l;
+	if (pg_strncasecmp(s, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) == 0)
 	{
-		settings_require_usable();
-		l = snowflake_layout;
+		SnowflakeLayout *c = palloc(sizeof(SnowflakeLayout));
+		char	   *why;
+
+		if (!layout_from_name(c, s, &why))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid custom snowflake layout \"%s\"", echo(s)),
+					 errdetail("%s", why)));
+		return c;
 	}
-	if (l == NULL)
-	{
-		int			n;
-		const SnowflakeLayout *p = layout_presets(&n);
-		StringInfoData names;
-
-		initStringInfo(&names);
-		for (int i = 0; i < n; i++)
-			appendStringInfo(&names, "%s%s", i ? ", " : "", p[i].name);
+	if (pg_strcasecmp(s, "custom") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown snowflake layout \"%s\"", s),
-				 errhint("Known layouts are: %s.", names.data)));
-	}
-	return l;
+				 errmsg("snowflake layout \"custom\" cannot be named in a function that takes a layout"),
+				 errdetail("\"custom\" follows the snowflake.custom_* settings, which can change at a restart; these functions are IMMUTABLE, so the name must fix the layout."),
+				 custom_server ?
+				 errhint("Name the layout with its parameters, '%s', or use the one-argument function, which follows the server's layout.",
+						 server_custom_name()) :
+				 errhint("Name a custom layout with its parameters, as in 'custom:41/10/12/1ms/2016-11-01'.")));
+
+	p = layout_presets(&n);
+	initStringInfo(&names);
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&names, "%s, ", p[i].name);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown snowflake layout \"%s\"", echo(s)),
+			 errhint("Known layouts are: %sand custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
+					 names.data)));
+	return NULL;				/* keep the compiler quiet */
 }
 
 /* The server's layout, for the one-argument functions. */
@@ -270,15 +317,49 @@ snowflake_layouts(PG_FUNCTION_ARGS)
 }
 
 /*
- * snowflake_repair_state(above bigint): the operator's way out of a
- * damaged state file.  Superuser only (the SQL script revokes it from
- * PUBLIC).
+ * snowflake_repair_state(above bigint, force boolean): the operator's way
+ * out of a damaged state file.  Superuser only (the SQL script revokes it
+ * from PUBLIC).  A value the node could not generate above soon (ahead of
+ * the clock by more than the policy lets it run or wait, or in the
+ * layout's last tick) is a typo until the operator says otherwise with
+ * force; force also lets a repair lower the state again, which undoes a
+ * forced repair while no ID was issued above it.
  */
 Datum
 snowflake_repair_state(PG_FUNCTION_ARGS)
 {
+	int64		above = PG_GETARG_INT64(0);
+	bool		force = PG_GETARG_BOOL(1);
+	const SnowflakeLayout *l = snowflake_layout;
+	int64		now_ms;
+	int64		lead_ms;
+	int64		allowed_ms;
+
 	(void) generator_require_ready();
-	PG_RETURN_INT64(mark_repair(PG_GETARG_INT64(0)));
+	now_ms = clock_unix_ms();
+	allowed_ms = generator_max_lead_ms();
+	if (!force && above > 0 && above < layout_max_id(l))
+	{
+		int64		tick = layout_tick(l, above);
+
+		lead_ms = layout_tick_to_unix_ms(l, tick) - now_ms;
+		if (tick >= layout_max_tick(l))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("snowflake ID " INT64_FORMAT " is in the last tick of the \"%s\" layout", above, l->name),
+					 errdetail("New IDs would have to be greater, and the layout ends at %s: the node could issue almost no ID.",
+							   timestamptz_to_str(layout_tick_to_timestamptz(l, layout_max_tick(l) + 1))),
+					 errhint("Check the value; to repair to it anyway, add force => true.")));
+		if (allowed_ms >= 0 && lead_ms > allowed_ms)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("snowflake ID " INT64_FORMAT " is " INT64_FORMAT " ms ahead of the system clock", above, lead_ms),
+					 errdetail("It carries the time %s; the clock policy lets the node's IDs lead the clock by at most " INT64_FORMAT " ms, so the node would refuse to generate until the clock reaches that time.",
+							   timestamptz_to_str(layout_tick_to_timestamptz(l, tick)), allowed_ms),
+					 errhint("Check the value; to repair to it anyway, add force => true. A forced repair can be undone with another forced one while no ID was issued after it.")));
+	}
+	PG_RETURN_INT64(mark_repair(above, force &&
+								(uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id)));
 }
 
 /* snowflake_worker_id(): the worker id in force, or why there is none. */

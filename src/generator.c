@@ -14,10 +14,11 @@
  *
  * The policy, when an ID would carry a time ahead of the clock: issue it if
  * max_run_ahead_ms allows; otherwise wait for the clock if the wait is
- * short (the next tick, a step back within max_clock_backward_ms, or the
- * rest of a reservation after a crash); otherwise refuse.  A wait is
- * judged again at every wake-up, against a deadline on the monotonic
- * clock, so it never outlasts the policy whatever the wall clock does.
+ * short (the next tick, up to a window, a step back within
+ * max_clock_backward_ms, or the rest of a reservation after a crash);
+ * otherwise refuse.  A wait is judged again at every wake-up, against a
+ * deadline on the monotonic clock, so it never outlasts the policy
+ * whatever the wall clock does.
  *
  * Statistics are kept per backend slot, each written only by its owner, so
  * counting adds no shared write to the hot path; readers add the slots up.
@@ -94,6 +95,25 @@ first_seq(const SnowflakeLayout *l)
 }
 
 /*
+ * A sequence number for worker's first ID in tick, whose IDs must be above
+ * old, an ID of another worker id in the same tick; -1 when there is none.
+ * Any such ID is above every ID the node issued, so the node need not wait
+ * for the next tick because its worker id changed.
+ */
+static int64
+same_tick_seq(const SnowflakeLayout *l, int64 tick, int64 worker, int64 old)
+{
+	int64		seq = first_seq(l);
+
+	if (layout_compose(l, tick, worker, seq) > old)
+		return seq;
+	seq = layout_seq(l, old) + 1;
+	if (seq <= layout_max_seq(l) && layout_compose(l, tick, worker, seq) > old)
+		return seq;
+	return -1;
+}
+
+/*
  * Sleep towards unix_ms, but not past the next time the policy must be
  * judged again.  Short waits spin on the clock (a sleep overshoots them);
  * longer ones sleep on the latch.  Interrupts are served either way.
@@ -159,16 +179,31 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 	*until_ms = layout_tick_to_unix_ms(l, tick - allowed_ms / l->tick_ms);
 
 	/*
-	 * Waiting for the next tick is always allowed, and a step back of the
-	 * clock within max_clock_backward_ms is waited out.  When the clock did
-	 * not go back, the lead comes from this node's own IDs (a reservation
-	 * resumed after a crash, a run-ahead that was allowed before a reload):
-	 * it is waited out for up to a window.
+	 * Waiting for the next tick is allowed up to a window (a layout's tick
+	 * may last a day), and a step back of the clock within
+	 * max_clock_backward_ms is waited out.  When the clock did not go back,
+	 * the lead comes from this node's own IDs (a reservation resumed after
+	 * a crash, a run-ahead that was allowed before a reload): it is waited
+	 * out for up to a window.
 	 */
-	*limit_ms = Max(snowflake_max_clock_backward_ms, l->tick_ms);
+	*limit_ms = Max(snowflake_max_clock_backward_ms,
+					Min(l->tick_ms, SNOWFLAKE_WINDOW_MS));
 	if (!clock_back)
 		*limit_ms = Max(*limit_ms, SNOWFLAKE_WINDOW_MS);
 	return *until_ms - now_ms <= *limit_ms ? WAIT : REFUSE;
+}
+
+/*
+ * How far ahead of the clock the policy lets the node's last ID be and
+ * still issue IDs, by running ahead or by a wait; -1 for no limit.
+ */
+int64
+generator_max_lead_ms(void)
+{
+	if (snowflake_max_run_ahead_ms < 0)
+		return -1;
+	return Max((int64) snowflake_max_run_ahead_ms,
+			   Max((int64) snowflake_max_clock_backward_ms, SNOWFLAKE_WINDOW_MS));
 }
 
 static void
@@ -205,6 +240,16 @@ refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
 						   unix_ms_to_str(now_ms)),
 				 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
 						 snowflake_shared->prev_layout)));
+	/* the lead is only the next tick: a long tick, not a clock problem */
+	if (last_tick <= now)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake layout \"%s\" has no ID left in the current tick", l->name),
+				 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most %d ms for the clock.",
+						   unix_ms_to_str(until_ms), until_ms - now_ms,
+						   SNOWFLAKE_WINDOW_MS),
+				 errhint("snowflake.max_run_ahead_ms (%d ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
+						 snowflake_max_run_ahead_ms)));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock",
@@ -308,9 +353,15 @@ generator_next(void)
 			tick = last_tick;
 			seq = layout_seq(l, (int64) old) + 1;
 		}
+		else if (layout_worker(l, (int64) old) != worker &&
+				 (seq = same_tick_seq(l, last_tick, worker, (int64) old)) >= 0)
+		{
+			/* the worker id changed: its IDs of this tick may go above */
+			tick = last_tick;
+		}
 		else
 		{
-			/* sequence used up, or the worker id changed: next tick */
+			/* sequence used up, or no room for the new worker id: next tick */
 			tick = last_tick + 1;
 			seq = 0;
 		}

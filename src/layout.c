@@ -13,7 +13,10 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
+
 #include "common/int.h"
+#include "common/string.h"
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
@@ -157,12 +160,21 @@ layout_finish(SnowflakeLayout *l, char **why)
 	return true;
 }
 
+/* What parse_epoch() made of its text. */
+typedef enum EpochParse
+{
+	EPOCH_OK,
+	EPOCH_NOT_A_TIME,
+	EPOCH_OUT_OF_RANGE
+} EpochParse;
+
 /*
  * Parse an epoch given as "YYYY-MM-DD[ HH:MM:SS[.fff]]" in UTC, or as Unix
  * milliseconds.  A date that does not exist (2024-02-31) is refused, not
- * carried into the next month.
+ * carried into the next month; a number too large for int64 is out of
+ * range, not a time in the far future.
  */
-static bool
+static EpochParse
 parse_epoch(const char *s, int64 *unix_ms)
 {
 	int			y,
@@ -175,9 +187,10 @@ parse_epoch(const char *s, int64 *unix_ms)
 				n,
 				used = 0;
 	char		fracbuf[4] = "000";
+	char	   *end;
 
 	if (s == NULL)
-		return false;
+		return EPOCH_NOT_A_TIME;
 	if (sscanf(s, "%d-%d-%d%n", &y, &mo, &d, &used) == 3)
 	{
 		const char *rest = s + used;
@@ -189,7 +202,7 @@ parse_epoch(const char *s, int64 *unix_ms)
 		{
 			n = 0;
 			if (sscanf(rest + 1, "%d:%d:%d%n", &h, &mi, &sec, &n) != 3)
-				return false;
+				return EPOCH_NOT_A_TIME;
 			rest += 1 + n;
 			if (*rest == '.')
 			{
@@ -201,26 +214,158 @@ parse_epoch(const char *s, int64 *unix_ms)
 					rest++;
 			}
 		}
-		if (*rest != '\0' || y < 1970 || y > 200000 || mo < 1 || mo > 12 ||
-			d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
-			sec < 0 || sec > 59)
-			return false;
+		if (*rest != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 ||
+			h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 || sec > 59)
+			return EPOCH_NOT_A_TIME;
+		if (y < 1970 || y > 200000)
+			return EPOCH_OUT_OF_RANGE;
 		j2date(date2j(y, mo, d), &jy, &jm, &jd);
 		if (jy != y || jm != mo || jd != d)
-			return false;
+			return EPOCH_NOT_A_TIME;
 		*unix_ms = (int64) (date2j(y, mo, d) - UNIX_EPOCH_JDATE) * 86400000 +
 			(int64) h * 3600000 + mi * 60000 + sec * 1000 + frac;
-		return true;
+		return EPOCH_OK;
 	}
-	n = 0;
-	if (sscanf(s, INT64_FORMAT "%n", unix_ms, &n) == 1 && s[n] == '\0' && n > 0)
-		return true;
-	return false;
+	if (*s == '\0' || strspn(s + (*s == '-'), "0123456789") != strlen(s + (*s == '-')))
+		return EPOCH_NOT_A_TIME;
+	errno = 0;
+	*unix_ms = strtoi64(s, &end, 10);
+	if (errno == ERANGE)
+		return EPOCH_OUT_OF_RANGE;
+	return *end == '\0' && end != s ? EPOCH_OK : EPOCH_NOT_A_TIME;
+}
+
+/* A Unix time in ms as "YYYY-MM-DD[ HH:MM:SS[.fff]]" UTC, parse_epoch's form. */
+static void
+format_unix_ms(int64 unix_ms, char *buf, size_t len)
+{
+	int64		day = unix_ms / 86400000;
+	int64		in_day = unix_ms % 86400000;
+	int			y,
+				m,
+				d;
+
+	j2date((int) (day + UNIX_EPOCH_JDATE), &y, &m, &d);
+	if (in_day == 0)
+		snprintf(buf, len, "%04d-%02d-%02d", y, m, d);
+	else if (in_day % 1000 == 0)
+		snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d", y, m, d,
+				 (int) (in_day / 3600000), (int) (in_day / 60000 % 60),
+				 (int) (in_day / 1000 % 60));
+	else
+		snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d.%03d", y, m, d,
+				 (int) (in_day / 3600000), (int) (in_day / 60000 % 60),
+				 (int) (in_day / 1000 % 60), (int) (in_day % 1000));
+}
+
+/*
+ * The name that carries a custom layout's parameters, which decoding
+ * functions accept anywhere: "custom:T/W/S/Nms/EPOCH", with
+ * "/seq_above_worker" at the end for the Sonyflake order.  This is the
+ * canonical form; layout_from_name() also takes the epoch in Unix ms.
+ */
+void
+layout_custom_name(const SnowflakeLayout *l, char *buf, size_t len)
+{
+	char		epoch[40];
+
+	format_unix_ms(l->epoch_ms, epoch, sizeof(epoch));
+	snprintf(buf, len, "custom:%d/%d/%d/" INT64_FORMAT "ms/%s%s",
+			 l->time_bits, l->worker_bits, l->seq_bits, l->tick_ms, epoch,
+			 l->seq_above_worker ? "/seq_above_worker" : "");
+}
+
+/* Parse a decimal field of a custom layout's name, up to the next '/'. */
+static bool
+name_field(const char **p, const char *unit, int64 max, int64 *value)
+{
+	const char *s = *p;
+	int64		v = 0;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	while (*s >= '0' && *s <= '9')
+	{
+		v = v * 10 + (*s++ - '0');
+		if (v > max)
+			return false;
+	}
+	if (strncmp(s, unit, strlen(unit)) != 0)
+		return false;
+	s += strlen(unit);
+	if (*s != '/')
+		return false;
+	*p = s + 1;
+	*value = v;
+	return true;
+}
+
+/*
+ * Build a custom layout from its name (layout_custom_name()'s form).  The
+ * name alone decides the result: no setting and no clock enter it, so the
+ * functions that take it can be IMMUTABLE.  Returns false with *why set
+ * when the name is not such a name or the layout it describes is unusable.
+ */
+bool
+layout_from_name(SnowflakeLayout *l, const char *name, char **why)
+{
+	static char buf[256];
+	const char *p = name + strlen(LAYOUT_CUSTOM_PREFIX);
+	int64		t,
+				w,
+				s,
+				tick;
+	const char *slash;
+	size_t		epoch_len;
+	char		epoch[64];
+
+	memset(l, 0, sizeof(*l));
+	*why = buf;
+	if (pg_strncasecmp(name, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) != 0 ||
+		!name_field(&p, "", 64, &t) || !name_field(&p, "", 64, &w) ||
+		!name_field(&p, "", 64, &s) || !name_field(&p, "ms", 86400000, &tick))
+	{
+		snprintf(buf, sizeof(buf),
+				 "A custom layout is named \"custom:TIME_BITS/WORKER_BITS/SEQ_BITS/TICKms/EPOCH\", as in \"custom:41/10/12/1ms/2016-11-01\", with \"/seq_above_worker\" at the end for the Sonyflake order.");
+		return false;
+	}
+	slash = strchr(p, '/');
+	if (slash != NULL && pg_strcasecmp(slash + 1, "seq_above_worker") != 0)
+	{
+		snprintf(buf, sizeof(buf),
+				 "The only option after the epoch is \"/seq_above_worker\".");
+		return false;
+	}
+	epoch_len = slash ? (size_t) (slash - p) : strlen(p);
+	if (epoch_len >= sizeof(epoch))
+	{
+		snprintf(buf, sizeof(buf), "The epoch is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds.");
+		return false;
+	}
+	strlcpy(epoch, p, epoch_len + 1);
+	l->name = name;
+	l->description = "a custom layout named with its parameters";
+	l->time_bits = (int) t;
+	l->worker_bits = (int) w;
+	l->seq_bits = (int) s;
+	l->tick_ms = tick;
+	l->seq_above_worker = slash != NULL;
+	if (parse_epoch(epoch, &l->epoch_ms) != EPOCH_OK)
+	{
+		snprintf(buf, sizeof(buf),
+				 "The epoch \"%s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 to the end of timestamp with time zone.",
+				 epoch);
+		return false;
+	}
+	return layout_finish(l, why);
 }
 
 /*
  * Build the custom layout from its settings.  Returns false with *why set
- * when it is unusable.
+ * when it is unusable, naming the setting: an epoch that cannot be read or
+ * lies in the future, fields that do not fit, or a layout whose last tick
+ * has already begun, which leaves no ID above the ones a restart must
+ * assume issued.
  */
 bool
 layout_build_custom(SnowflakeLayout *l, int time_bits, int worker_bits,
@@ -228,6 +373,7 @@ layout_build_custom(SnowflakeLayout *l, int time_bits, int worker_bits,
 					const char *epoch, int64 now_unix_ms, char **why)
 {
 	static char buf[256];
+	char		end[40];
 
 	memset(l, 0, sizeof(*l));
 	l->name = "custom";
@@ -239,19 +385,38 @@ layout_build_custom(SnowflakeLayout *l, int time_bits, int worker_bits,
 	l->seq_above_worker = seq_above_worker;
 
 	*why = buf;
-	if (!parse_epoch(epoch, &l->epoch_ms))
+	switch (parse_epoch(epoch, &l->epoch_ms))
 	{
-		snprintf(buf, sizeof(buf),
-				 "snowflake.custom_epoch \"%s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 on",
-				 epoch ? epoch : "");
-		return false;
+		case EPOCH_OK:
+			break;
+		case EPOCH_NOT_A_TIME:
+			snprintf(buf, sizeof(buf),
+					 "snowflake.custom_epoch \"%.40s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 on",
+					 epoch ? epoch : "");
+			return false;
+		case EPOCH_OUT_OF_RANGE:
+			snprintf(buf, sizeof(buf),
+					 "snowflake.custom_epoch \"%.40s\" is out of range: an epoch lies between 1970-01-01 and the end of timestamp with time zone",
+					 epoch);
+			return false;
 	}
 	if (l->epoch_ms > now_unix_ms)
 	{
 		snprintf(buf, sizeof(buf), "snowflake.custom_epoch is in the future");
 		return false;
 	}
-	return layout_finish(l, why);
+	if (!layout_finish(l, why))
+		return false;
+	if (layout_unix_ms_to_tick(l, now_unix_ms) >= layout_max_tick(l))
+	{
+		*why = buf;
+		format_unix_ms(layout_tick_to_unix_ms(l, layout_max_tick(l)), end, sizeof(end));
+		snprintf(buf, sizeof(buf),
+				 "snowflake.custom_time_bits = %d leaves no room to issue an ID: with snowflake.custom_tick_ms = %d the last tick of the layout begins at %s UTC and has begun",
+				 time_bits, tick_ms, end);
+		return false;
+	}
+	return true;
 }
 
 TimestampTz

@@ -188,6 +188,13 @@ extern const SnowflakeLayout *layout_default(void);
 extern const SnowflakeLayout *layout_find(const char *name);
 extern const SnowflakeLayout *layout_presets(int *count);
 extern bool layout_finish(SnowflakeLayout *l, char **why);
+/* the prefix of a custom layout's name that carries its parameters */
+#define LAYOUT_CUSTOM_PREFIX	"custom:"
+/* room for any such name */
+#define LAYOUT_NAME_LEN		96
+
+extern void layout_custom_name(const SnowflakeLayout *l, char *buf, size_t len);
+extern bool layout_from_name(SnowflakeLayout *l, const char *name, char **why);
 extern bool layout_build_custom(SnowflakeLayout *l, int time_bits,
 								int worker_bits, int seq_bits, int tick_ms,
 								bool seq_above_worker, const char *epoch,

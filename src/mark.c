@@ -629,9 +629,15 @@ mark_publish_worker(int worker)
  * largest of the given ID, the reservation logged in WAL, the last
  * checkpoint, the last replayed commit and whatever the node still holds,
  * and write a new file.  Returns the ID that new IDs continue above.
+ *
+ * With lower, what the node holds is dropped first, so the state may go
+ * down to the other bounds (the undoing of a forced repair); only while
+ * no ID was issued since the server started or the last repair, and only
+ * where the reservations are logged in WAL, which bounds every ID the
+ * node ever issued.
  */
 int64
-mark_repair(int64 above)
+mark_repair(int64 above, bool lower)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
@@ -656,6 +662,34 @@ mark_repair(int64 above)
 	{
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
+	}
+	if (lower)
+	{
+		uint64		held = (uint64) snowflake_shared->resumed_from;
+		uint64		reserved = pg_atomic_read_u64(&snowflake_shared->reserved);
+		uint64		extend_at = pg_atomic_read_u64(&snowflake_shared->extend_at);
+		bool		lowered = false;
+
+		/* a backend that read the old state must ask for a reservation */
+		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
+		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
+		if (wal_mark > 0)
+			lowered = pg_atomic_compare_exchange_u64(&snowflake_shared->last_id,
+													 &held, (uint64) above);
+		if (!lowered)
+		{
+			pg_atomic_write_u64(&snowflake_shared->reserved, reserved);
+			pg_atomic_write_u64(&snowflake_shared->extend_at, extend_at);
+			LWLockRelease(snowflake_shared->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, above),
+					 wal_mark == 0 ?
+					 errdetail("No reservation of this node is logged in WAL, so nothing bounds the IDs it issued.") :
+					 errdetail("The node issued IDs after it resumed at " INT64_FORMAT "; new IDs stay above them.",
+							   snowflake_shared->resumed_from),
+					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
+		}
 	}
 	(void) apply_floor(l, checkpoint_ms, wal_mark, true);
 	if (snowflake_shared->state_broken &&

@@ -144,8 +144,11 @@ schemes_shmem_init(void)
 static void
 decimal_refuse(void)
 {
+	/* a setting the node cannot use: the same refusal as every generator's */
+	settings_require_usable();
 	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			(errcode(snowflake_decimal_generator_min > snowflake_decimal_generator_max ?
+					 ERRCODE_CONFIG_FILE_ERROR : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("DecimalId generator is not available: %s", dec->problem),
 			 errhint("Check snowflake.decimal_generator_min and snowflake.decimal_generator_max and the server log, then restart the server.")));
 }

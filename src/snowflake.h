@@ -30,6 +30,7 @@ typedef struct GeneratorStatus
 extern int	generator_require_ready(void);
 extern int64 generator_next(void);
 extern void generator_status(GeneratorStatus *st);
+extern int64 generator_max_lead_ms(void);
 
 /* keeper.c: the background worker */
 extern void keeper_register(void);

@@ -92,6 +92,6 @@ extern void mark_keeper_start(void);
 extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
-extern int64 mark_repair(int64 above);
+extern int64 mark_repair(int64 above, bool lower);
 
 #endif							/* SNOWFLAKE_STATE_H */
