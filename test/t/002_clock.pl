@@ -81,20 +81,22 @@ set_clock_offset($node, '+0');
 my $id2 = nextval();
 ok($id2 > $id1, 'after the clock recovers, IDs go on increasing');
 
-# A step back within max_clock_backward_ms is waited out.
-reload_with('snowflake.max_clock_backward_ms' => '3000');
+# A step back within max_clock_backward_ms is waited out.  The step is
+# larger than a loaded machine takes between two statements, so that the
+# clock is still behind the last ID when the next one is asked for.
+reload_with('snowflake.max_clock_backward_ms' => '10000');
 $s = status();
-set_clock_offset($node, '-1');
+set_clock_offset($node, '-4');
 my $id3 = nextval();
 my $s3 = status();
-ok($id3 > $id2, 'a 1 s step back within a 3 s tolerance still gives a greater ID');
+ok($id3 > $id2, 'a 4 s step back within a 10 s tolerance still gives a greater ID');
 ok($s3->{waits} > $s->{waits}, 'it waited for the clock');
 is($s3->{run_ahead_ids}, $s->{run_ahead_ids}, 'and did not run ahead');
 ok(id_ms($id3) >= id_ms($id2), 'its time is not before the last ID\'s');
 
 # Unlimited run-ahead: a logical clock, no waiting, no error.
 reload_with('snowflake.max_clock_backward_ms' => '0', 'snowflake.max_run_ahead_ms' => '-1');
-set_clock_offset($node, '-6');
+set_clock_offset($node, '-20');
 $s = status();
 my ($n, $distinct, $min, $sorted) = split /\|/, $node->safe_psql('postgres', q{
 	WITH g AS (SELECT n, snowflake_nextval() AS id FROM generate_series(1, 10000) n)
