@@ -210,8 +210,9 @@ for (1 .. 600)
 }
 ok(!-f $plain->data_dir . '/postmaster.pid',
 	'without the library, recovery through its records stops');
+$plain->_update_pid(-1);
 like(slurp_file($plain->logfile),
-	qr/resource manager with ID 187 not registered(.*\n)*.*HINT:  Include the extension module that implements this resource manager in shared_preload_libraries/,
+	qr/resource manager with ID 187 not registered(.*\n)*.*HINT:  Include the extension module that implements this resource manager in "?shared_preload_libraries/,
 	'and the log says which library is missing');
 $plain->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 $plain->start;
