@@ -118,7 +118,7 @@ AS 'MODULE_PATHNAME', 'snowflake_repair_state'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION snowflake.snowflake_repair_state(bigint, boolean) IS
-'rewrite a damaged snowflake.state: continue above the given ID, the reservation logged in WAL, the last checkpoint and the last replayed commit; force accepts a value far ahead of the clock and lowers the state';
+'rewrite a damaged snowflake.state: continue above the given ID and every reservation replayed from WAL since the server started; force accepts a value far ahead of the clock, and undoes an earlier repair while no ID was issued above it';
 
 REVOKE ALL ON FUNCTION snowflake.snowflake_repair_state(bigint, boolean) FROM PUBLIC;
 

@@ -74,17 +74,22 @@ crc_ok(const char *buf, size_t len)
 	return EQ_CRC32C(crc, state_crc(buf, len));
 }
 
-/* Is one slot a good version-2 record of len bytes?  Sets *writes. */
+/*
+ * Is one slot a good version-2 record of at most len bytes?  Sets *writes
+ * and *got, its length: a record written by an earlier version may be
+ * shorter, and its missing fields read as 0.
+ */
 static bool
-slot_ok(const char *slot, size_t len, uint64 *writes)
+slot_ok(const char *slot, size_t len, uint64 *writes, size_t *got)
 {
 	SlotHeader	h;
 
 	memcpy(&h, slot, sizeof(h));
-	if (h.magic != STATE_MAGIC || h.version != 2 || h.length != len ||
-		!crc_ok(slot, sizeof(h) + len))
+	if (h.magic != STATE_MAGIC || h.version != 2 || h.length == 0 ||
+		h.length > len || !crc_ok(slot, sizeof(h) + h.length))
 		return false;
 	*writes = h.writes;
+	*got = h.length;
 	return true;
 }
 
@@ -105,6 +110,7 @@ persist_read_file(const char *path, void *payload, size_t len,
 	HeaderV1	v1;
 	uint64		w[2] = {0, 0};
 	bool		ok[2];
+	size_t		got[2] = {0, 0};
 	int			best;
 
 	Assert(len <= MAX_PAYLOAD);
@@ -146,15 +152,16 @@ persist_read_file(const char *path, void *payload, size_t len,
 		*problem = n == 0 ? "it is empty" : "it has the wrong size";
 		return MARK_BROKEN;
 	}
-	ok[0] = slot_ok(buf, len, &w[0]);
-	ok[1] = slot_ok(buf + SLOT_SIZE, len, &w[1]);
+	ok[0] = slot_ok(buf, len, &w[0], &got[0]);
+	ok[1] = slot_ok(buf + SLOT_SIZE, len, &w[1], &got[1]);
 	if (!ok[0] && !ok[1])
 	{
 		*problem = "neither of its records is intact";
 		return MARK_BROKEN;
 	}
 	best = (!ok[0] || (ok[1] && w[1] > w[0])) ? 1 : 0;
-	memcpy(payload, buf + best * SLOT_SIZE + sizeof(SlotHeader), len);
+	memset(payload, 0, len);
+	memcpy(payload, buf + best * SLOT_SIZE + sizeof(SlotHeader), got[best]);
 	*writes = w[best];
 	return MARK_OK;
 }

@@ -14,8 +14,15 @@ typedef struct PersistedMark
 	int64		mark_id;		/* no ID issued by this node is greater */
 	int64		seen_unix_ms;	/* highest clock reading seen, Unix ms */
 	char		layout[NAMEDATALEN];	/* the layout mark_id was made in */
-	uint32		flags;			/* MARK_FLOOR_PENDING; 1.0's files have none */
+	uint32		flags;			/* MARK_*; 1.0's files have none */
 	uint32		padding;
+	/*
+	 * After a repair that raised the state and before any reservation above
+	 * it: the last ID before the repair, which bounds every ID the node
+	 * issued, so that the repair can be undone; 0 otherwise.  1.1's files
+	 * end before it (it reads as 0).
+	 */
+	int64		undo_floor;
 } PersistedMark;
 
 /*
@@ -24,6 +31,9 @@ typedef struct PersistedMark
  * after a clean shutdown.
  */
 #define MARK_FLOOR_PENDING	0x1
+
+/* 1.1's replication origin is known to be gone from this data directory */
+#define MARK_LEGACY_GONE	0x2
 
 typedef enum MarkResult
 {

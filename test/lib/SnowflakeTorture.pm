@@ -28,7 +28,6 @@ my @known_errors = (
 	qr/snowflake layout "\w+" cannot continue above the IDs issued under layout/,
 	qr/snowflake state file "snowflake.state" cannot be used/,
 	qr/snowflake reservation was not renewed within \d+ ms/,
-	qr/snowflake cannot log its reservations in WAL/,
 	qr/snowflake cannot generate IDs: /,
 	qr/snowflake.worker_id is not set/,
 	qr/cannot generate snowflake IDs during recovery/,
@@ -339,10 +338,13 @@ sub clock_step
 	$h->{faults}++;
 	if ($kind eq 'glitch')
 	{
-		# far ahead and back, with no ID issued: nothing may be reserved
-		say_op($h, 'clock glitch: a day ahead for 0.3 s');
+		# far ahead and back, with no ID issued: nothing may be reserved,
+		# even with a checkpoint taken meanwhile (no clock reading is a floor)
+		my $checkpoint = rand() < 0.6;
+		say_op($h, 'clock glitch: a day ahead for 0.3 s' . ($checkpoint ? ', a checkpoint meanwhile' : ''));
 		set_offset($node, $h->{offset_ms} + 86_400_000);
 		select(undef, undef, undef, 0.3);
+		try_sql($node, 'CHECKPOINT') if $checkpoint;
 		set_offset($node, $h->{offset_ms});
 		return;
 	}
@@ -485,11 +487,16 @@ sub standby_op
 	$h->{faults}++;
 	if (!$h->{standby})
 	{
-		say_op($h, 'standby: base backup, start replaying');
+		# few or no replication slots (and origins): replay needs none
+		my $slots = pick(0, 1, 10);
+		say_op($h, "standby: base backup, start replaying, max_replication_slots = $slots");
 		my $name = "b$h->{seed}_" . $h->{backup}++;
-		$node->backup($name);
+		# a promoted standby may have no slot to spare for the backup
+		$node->backup($name, backup_options => ['--no-slot']);
 		my $sb = PostgreSQL::Test::Cluster->new("sb$h->{seed}_$h->{backup}");
 		$sb->init_from_backup($node, $name, has_streaming => 1);
+		$sb->append_conf('postgresql.conf', "max_replication_slots = $slots\n"
+			  . ($sb->pg_version >= 18 ? "max_active_replication_origins = $slots\n" : ''));
 		$h->{standby} = $sb;
 		$h->{standby_offset_ms} = pick(0, -2000, -3_600_000);
 		write_settings($h, $sb);
@@ -566,6 +573,63 @@ sub standby_op
 	return;
 }
 
+# A subscription beside the node, to a publisher of its own: added,
+# dropped, or dropped while the publisher hangs (DROP SUBSCRIPTION then
+# waits on it, holding the lock on pg_replication_origin) with IDs issued
+# meanwhile.  None of it may stop or disturb the IDs.
+sub subscription_op
+{
+	my ($h, $node) = @_;
+	$h->{faults}++;
+	if (!$h->{pub})
+	{
+		my $pub = PostgreSQL::Test::Cluster->new("pub$h->{seed}");
+		$pub->init(allows_streaming => 'logical');
+		$pub->start;
+		$pub->safe_psql('postgres',
+			'CREATE TABLE r (k serial PRIMARY KEY); CREATE PUBLICATION p FOR TABLE r');
+		$h->{pub} = $pub;
+	}
+	my $pub = $h->{pub};
+	my (undef, $has) = try_sql($node, "SELECT count(*) FROM pg_subscription WHERE subname = 's'");
+	if (!$has)
+	{
+		say_op($h, 'subscription: added beside the node');
+		try_sql($node, 'CREATE TABLE IF NOT EXISTS r (k int PRIMARY KEY)');
+		try_sql($node, "CREATE SUBSCRIPTION s CONNECTION '" . $pub->connstr
+			  . " dbname=postgres' PUBLICATION p WITH (copy_data = false)");
+		try_sql($pub, 'INSERT INTO r SELECT FROM generate_series(1, 10)');
+		return;
+	}
+	if (rand() < 0.5)
+	{
+		say_op($h, 'subscription: dropped');
+		try_sql($node, 'DROP SUBSCRIPTION s');
+		return;
+	}
+	say_op($h, 'subscription: its publisher hangs, DROP SUBSCRIPTION waits on it, IDs meanwhile');
+	my @pids = node_pids($pub);
+	kill 'STOP', @pids;
+	my $drop = IPC::Run::start(
+		[ 'psql', '-X', '-d', $node->connstr('postgres'), '-c', 'DROP SUBSCRIPTION s' ],
+		'<', \undef, '>', \my $o, '2>', \my $e);
+	select(undef, undef, undef, 0.5);
+	burst($h, $node);
+	# the keeper must not wait on the hung command: with the keeper running
+	# and the file writable, reservations go on
+	for (1 .. 3)
+	{
+		my ($ret, $out, $err) = try_sql($node,
+			'SELECT count(snowflake_nextval()) FROM generate_series(1, 5000)');
+		violation($h, "while DROP SUBSCRIPTION hung: $err")
+		  if $err =~ /reservation was not renewed/ && !$h->{keeper_stopped} && !$h->{unwritable};
+		select(undef, undef, undef, 0.4);
+	}
+	kill 'CONT', @pids;
+	eval { $drop->finish; };
+	return;
+}
+
 sub play_history
 {
 	my ($seed, $steps, $dir) = @_;
@@ -587,7 +651,8 @@ sub play_history
 			elsif ($r < 0.58) { clock_step($h, $node); }
 			elsif ($r < 0.68) { reload_settings($h, $node); }
 			elsif ($r < 0.84) { restart($h, $node); }
-			elsif ($r < 0.91) { damage($h, $node); }
+			elsif ($r < 0.89) { damage($h, $node); }
+			elsif ($r < 0.93) { subscription_op($h, $node); }
 			else { standby_op($h, $node); }
 			repair_if_refused($h, $h->{node});
 			1;
@@ -608,6 +673,7 @@ sub play_history
 		}
 	}
 	$h->{standby}->stop('immediate', fail_ok => 1) if $h->{standby};
+	$h->{pub}->stop('immediate', fail_ok => 1) if $h->{pub};
 	$node->stop('immediate', fail_ok => 1);
 	return $h;
 }
