@@ -182,6 +182,9 @@ $restored->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'restore did not finish';
 my $restored_max = max_id($restored);
 is($restored_max, $primary_max, 'the restore replayed the archived rows');
+like(refusal($restored), qr/data directory is a copy of the node with worker id/,
+	'a restore started as a primary is held back');
+$restored->safe_psql('postgres', 'SELECT snowflake_confirm_node()');
 like(refusal($restored), qr/system clock moved backwards by \d+ ms/,
 	'restored with its clock an hour behind: refused under the default policy');
 reload_with($restored, 'snowflake.max_run_ahead_ms' => '-1');
@@ -208,6 +211,10 @@ like(refusal($plain), qr/must be loaded via "shared_preload_libraries"/,
 $plain->stop('fast');
 $plain->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 $plain->start;
+# restored without the library, it is still a copy when the library returns
+like(refusal($plain), qr/data directory is a copy of the node with worker id/,
+	'with the library back, the restore is held back');
+$plain->safe_psql('postgres', 'SELECT snowflake_confirm_node()');
 my $plain_max = max_id($plain);
 insert_rows($plain, 10);
 is($plain->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $plain_max"), '10',
