@@ -55,6 +55,21 @@ sub copy_of
 	return $n;
 }
 
+# Confirmed above IDs 100 s ahead of its clock, the node is ahead of its
+# clock too, and refuses under the default policy; allowed to run ahead,
+# it generates.
+sub run_ahead
+{
+	my ($node, $db) = @_;
+	like(refusal($node, $db), qr/snowflake generator is \d+ ms ahead of the system clock/,
+		'confirmed, the node continues above the old IDs, ahead of its clock');
+	$node->append_conf('postgresql.conf', "snowflake.max_run_ahead_ms = -1\n");
+	$node->reload;
+	$node->poll_query_until($db // 'postgres', "SELECT current_setting('snowflake.max_run_ahead_ms') = '-1'")
+	  or die 'the reload did not take';
+	return;
+}
+
 my $copy_re = qr/data directory is a copy of the node with worker id 1/;
 
 # 1. A fresh install generates at once.
@@ -187,41 +202,53 @@ is(worker_of_new($pitr, $before), '10:4', 'given its own worker id it generates'
 $pitr->stop;
 $a->stop;
 
-# 8. pg_upgrade of a node whose IDs run 100 s ahead of the clock.
-my $old = snowflake_node('old', worker_id => 6);
-start_faked($old, '+100');
-$old->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
-$old->safe_psql('postgres', "SELECT snowflake_claim_worker('old')");
-insert_rows($old, 20000);
-my $old_max = max_id($old);
-$old->stop;
-my $new = snowflake_node('new', worker_id => 6);
-my $bindir = $new->config_data('--bindir');
+# 8. pg_upgrade of a node whose IDs run 100 s ahead of the clock: with the
+# library preloaded in both clusters (as pg_upgradecluster does), and with
+# the new cluster preloading it only after the upgrade.
+sub upgrade_case
 {
-	my $cwd = $new->basedir;
-	chdir $cwd or die;
+	my ($tag, $worker, $preload_during) = @_;
+	my $old = snowflake_node("old$tag", worker_id => $worker);
+	start_faked($old, '+100');
+	$old->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+	$old->safe_psql('postgres', "SELECT snowflake_claim_worker('old')");
+	insert_rows($old, 20000);
+	my $old_max = max_id($old);
+	$old->stop;
+	my $new = snowflake_node("new$tag", worker_id => $worker);
+	$new->append_conf('postgresql.conf', "shared_preload_libraries = ''\n") unless $preload_during;
+	my $bindir = $new->config_data('--bindir');
+	chdir $new->basedir or die;
 	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
 		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
-		'-s', $new->host ], 'pg_upgrade with the library preloaded in both clusters');
+		'-s', $new->host ], "pg_upgrade ($tag)");
+	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
+	$new->start;
+	my $msg = $preload_during ? qr/IDs the cluster issued before pg_upgrade/
+	  : qr/does not know which IDs were issued before this data directory/;
+	like(refusal($new), $msg, "after pg_upgrade ($tag) the node refuses");
+	like(refusal($new), qr/HINT:.*snowflake_confirm_node/, 'naming the step');
+	my ($ret, $out, $err) = $new->psql('postgres', 'SELECT snowflake_confirm_node()');
+	like($err, qr/needs the highest ID the old server issued/, 'confirming needs a floor');
+	$new->restart;
+	like(refusal($new), $msg, 'still refused after a restart');
+	$new->safe_psql('postgres',
+		"SELECT snowflake_confirm_node(old_data_directory => '" . $old->data_dir . "')");
+	run_ahead($new);
+	insert_rows($new, 20000);
+	is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $old_max"), '20000',
+		'after the step, every new ID is above every old one');
+	is($new->safe_psql('postgres', "SELECT worker_id || ':' || node_name FROM snowflake_claim_worker('old')"),
+		"$worker:old", 'the claim followed the node to its new system identifier');
+	$new->restart;
+	insert_rows($new, 10);
+	is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $old_max"), '20010',
+		'and a restart needs nothing more');
+	$new->stop;
+	return;
 }
-$new->start;
-like(refusal($new), qr/does not know which IDs .* before/,
-	'after pg_upgrade the node refuses');
-like(refusal($new), qr/HINT:.*snowflake_confirm_node/, 'naming the step');
-($ret, $out, $err) = $new->psql('postgres', 'SELECT snowflake_confirm_node()');
-like($err, qr/needs the highest ID the old server issued/, 'confirming needs a floor');
-$new->safe_psql('postgres',
-	"SELECT snowflake_confirm_node(old_data_directory => '" . $old->data_dir . "')");
-insert_rows($new, 20000);
-is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $old_max"), '20000',
-	'after the step, every new ID is above every old one');
-is($new->safe_psql('postgres', "SELECT worker_id || ':' || node_name FROM snowflake_claim_worker('old')"),
-	'6:old', 'the claim followed the node to its new system identifier');
-$new->restart;
-insert_rows($new, 10);
-is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $old_max"), '20010',
-	'and a restart needs nothing more');
-$new->stop;
+upgrade_case('_late', 6, 0);
+upgrade_case('_both', 8, 1);
 
 # 9. pg_dump/pg_restore into a new cluster with the same worker id.
 my $src = snowflake_node('src', worker_id => 7);
@@ -245,6 +272,7 @@ like(refusal($dst, 'shop'), qr/HINT:.*snowflake_confirm_node\(above/, 'naming th
 $dst->restart;
 like(refusal($dst, 'shop'), qr/claimed by another system/, 'also after a restart');
 $dst->safe_psql('shop', "SELECT snowflake_confirm_node(above => $hwm)");
+run_ahead($dst, 'shop');
 insert_rows($dst, 20000, 'shop');
 is($dst->safe_psql('shop', "SELECT count(*) FROM t WHERE id > $src_max"), '20000',
 	'after the step, every new ID is above every restored one');
