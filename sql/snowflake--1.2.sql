@@ -136,7 +136,7 @@ AS 'MODULE_PATHNAME', 'snowflake_repair_state'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION snowflake_repair_state(bigint) IS
-'rewrite a damaged snowflake.state: continue above the given ID, the last checkpoint and the last replayed commit';
+'rewrite a damaged snowflake.state: continue above the given ID and every reservation replayed from WAL since the server started';
 
 REVOKE ALL ON FUNCTION snowflake_repair_state(bigint) FROM PUBLIC;
 

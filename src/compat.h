@@ -47,21 +47,14 @@ typedef RepOriginId compat_origin_id;
 #define COMPAT_INVALID_ORIGIN	InvalidRepOriginId
 #endif
 
-/* 18 sized replication origins by a setting of their own */
-static inline int
-compat_max_origins(void)
-{
-#if PG_VERSION_NUM >= 180000
-	return max_active_replication_origins;
+/*
+ * The lock on pg_replication_origin under which an origin is dropped: 16
+ * made it weaker, with a lock on the origin itself
+ */
+#if PG_VERSION_NUM >= 160000
+#define COMPAT_ORIGIN_DROP_LOCKMODE RowExclusiveLock
 #else
-	return max_replication_slots;
-#endif
-}
-
-#if PG_VERSION_NUM >= 180000
-#define COMPAT_MAX_ORIGINS_NAME "max_active_replication_origins"
-#else
-#define COMPAT_MAX_ORIGINS_NAME "max_replication_slots"
+#define COMPAT_ORIGIN_DROP_LOCKMODE ExclusiveLock
 #endif
 
 /* 16 made get_guc_variables() return its length */

@@ -229,7 +229,15 @@ generator_require_ready(void)
 				 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
 				 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
 	if (unlikely(!snowflake_shared->usable))
+	{
 		settings_require_usable();
+		/* the only other reason: pg_upgrade's binary-upgrade mode */
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot generate snowflake IDs in binary-upgrade mode"),
+				 errdetail("pg_upgrade runs the server in this mode; the state file is left as it is."),
+				 errhint("Generate IDs once pg_upgrade has finished and the server runs normally.")));
+	}
 	if (unlikely(!IsUnderPostmaster))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -3,10 +3,12 @@
  * keeper.c
  *	  The keeper: a background worker that runs once recovery has finished.
  *	  It applies the recovery floor, then makes every reservation durable
- *	  (in the state file and in WAL) ahead of the IDs being issued, so that
- *	  backends rarely wait for one.
+ *	  (in WAL and in the state file) ahead of the IDs being issued, so that
+ *	  backends rarely wait for one.  And the short-lived worker that reads
+ *	  and drops the replication origin 1.1 used.
  *
- * It uses mark.c and the settings; nothing calls into it but the postmaster.
+ * It uses mark.c, wal.c and the settings; nothing calls into it but the
+ * postmaster.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,9 +27,70 @@
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
+#include "wal.h"
 
 PGDLLEXPORT void snowflake_keeper_main(Datum arg);
+PGDLLEXPORT void snowflake_origin_main(Datum arg);
 static uint32 wait_event_keeper = 0;
+
+/*
+ * The origin worker: reads the replication origin through which 1.1 logged
+ * reservations, once in the life of a data directory, and drops it once a
+ * record of ours covers it.  The catalog of origins is read through the
+ * relation cache, which needs a database: this worker connects to
+ * "postgres" for the few moments it runs, so that the keeper needs none.
+ */
+void
+snowflake_origin_main(Datum arg)
+{
+	int64		mark = 0;
+	LegacyOrigin r;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection("postgres", NULL, 0);
+
+	/* never waits on the catalog's lock: a replication command may hold it */
+	while ((r = wal_legacy_mark(&mark)) == LEGACY_BUSY)
+		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
+						 PG_WAIT_EXTENSION);
+	if (r == LEGACY_FOUND)
+	{
+		mark_legacy_found(true, mark);
+		for (;;)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 100, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			if (mark_legacy_may_drop() && wal_drop_legacy_origin() != LEGACY_BUSY)
+				break;
+		}
+	}
+	mark_legacy_gone();
+	proc_exit(0);
+}
+
+/* Start the origin worker; NULL if it cannot be started. */
+static BackgroundWorkerHandle *
+start_origin_worker(void)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle = NULL;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "snowflake", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "snowflake_origin_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "snowflake origin check", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "snowflake origin check", BGW_MAXLEN);
+	worker.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		return NULL;
+	return handle;
+}
 
 static void
 keeper_exit(int code, Datum arg)
@@ -38,20 +101,43 @@ keeper_exit(int code, Datum arg)
 void
 snowflake_keeper_main(Datum arg)
 {
+	BackgroundWorkerHandle *origin_worker = NULL;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+
 	/*
-	 * The catalog of replication origins is read through the relation
-	 * cache, which needs a database: the keeper stays connected to
-	 * "postgres", as pg_cron's launcher does.
+	 * Connected to no database: a connection would keep DROP, ALTER ...
+	 * RENAME and CREATE DATABASE ... TEMPLATE of it from working, and
+	 * pg_upgrade from restoring it.  Nothing the keeper does needs one.
 	 */
-	BackgroundWorkerInitializeConnection("postgres", NULL, 0);
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	on_shmem_exit(keeper_exit, (Datum) 0);
-	mark_keeper_start();
-	for (;;)
+	if (mark_legacy_wanted())
+		origin_worker = start_origin_worker();
+	for (int rounds = 1;; rounds++)
 	{
+		pid_t		pid;
+		bool		origin_failed;
+
+		/*
+		 * The origin worker ended without an answer, or never started (the
+		 * database "postgres" gone, say): say so, and try again every ten
+		 * seconds.
+		 */
+		origin_failed = mark_legacy_wanted() &&
+			(origin_worker == NULL ||
+			 GetBackgroundWorkerPid(origin_worker, &pid) == BGWH_STOPPED);
+		mark_keeper_start(origin_failed);
+		if (origin_failed && rounds % 100 == 0)
+		{
+			if (origin_worker != NULL)
+				pfree(origin_worker);
+			origin_worker = start_origin_worker();
+		}
+
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 SNOWFLAKE_WINDOW_MS / 10,
 						 compat_wait_event("SnowflakeKeeper", &wait_event_keeper));

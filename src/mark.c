@@ -9,28 +9,26 @@
  *
  * No ID above the reservation is issued.  A reservation reaches a window
  * of ID time ahead of the IDs being issued (never of the clock alone), and
- * only the keeper makes one: it writes it to the state file (persist.c)
- * and to WAL before any backend may use it.  Backends ask for one when
- * they come near the end of the current one, and wait for it
+ * only the keeper makes one: it logs it in WAL (wal.c), then writes it to
+ * the state file (persist.c), before any backend may use it.  Backends ask
+ * for one when they come near the end of the current one, and wait for it
  * (interruptibly, and for a bounded time) only when they reach that end.
  *
- * In WAL the reservation is the progress of the replication origin
- * "snowflake_high_water_mark", which PostgreSQL itself replays on standbys,
- * keeps across their restarts (it is part of every checkpoint and
- * restartpoint) and restores from backups.  A promoted standby, a restored
- * backup or a node whose state file is gone therefore continues above the
- * last reservation of the server whose WAL it replayed: every ID of that
- * server that reached it was issued under a reservation logged before the
- * commit that carried it.  No WAL record of the extension's own is needed,
- * so a server without the library still replays and starts.  The keeper
- * looks the origin up by name, under the lock that keeps it from being
- * dropped meanwhile, every time it logs a reservation.
+ * Replaying a reservation (crash recovery, a standby, a restore) raises the
+ * state to it and writes it to the state file at once, so a promoted
+ * standby, a restored backup or a crashed node continues above the last
+ * reservation of the server whose WAL it replayed: every ID of that server
+ * that reached it was issued under a reservation logged before the commit
+ * that carried it.  Floors come only from reservations, never from a clock
+ * reading: a time the node never issued IDs at bounds nothing.  The one
+ * other floor is the replication origin through which 1.1 logged its
+ * reservations, read once, when recovery ends.
  *
  * Nothing computed under layout or settings that cannot be trusted is
  * written: such a node neither loads nor writes the file.
  *
- * This file uses layouts, settings and persist.c; generator.c, the keeper
- * and the SQL functions use it, never the other way round.
+ * This file uses layouts, settings, persist.c and wal.c; generator.c, the
+ * keeper and the SQL functions use it, never the other way round.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,18 +37,13 @@
 #include <unistd.h>
 
 #include "access/twophase.h"
-#include "access/xact.h"
 #include "access/xlog.h"
-#include "access/xlogrecovery.h"
 #include "catalog/pg_control.h"
-#include "catalog/pg_replication_origin.h"
 #include "common/controldata_utils.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/lmgr.h"
 #include "storage/shmem.h"
-#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "clock.h"
@@ -58,8 +51,7 @@
 #include "persist.h"
 #include "settings.h"
 #include "state.h"
-
-#define ORIGIN_NAME		"snowflake_high_water_mark"
+#include "wal.h"
 
 /* how long a backend waits for the keeper's reservation before refusing */
 #define KEEPER_WAIT_MS	5000
@@ -68,9 +60,6 @@ GeneratorShared *snowflake_shared = NULL;
 
 /* this start recovers: a crash, a standby, a restore; set at shmem init */
 static bool recovering = false;
-
-/* the checkpoint recovery started from, in Unix ms; 0 if none */
-static int64 checkpoint_floor_ms = 0;
 
 /* the state file was absent at start */
 static bool file_absent = false;
@@ -128,6 +117,8 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 	strlcpy(m.layout, l->name, sizeof(m.layout));
 	if (!snowflake_shared->floor_done)
 		m.flags |= MARK_FLOOR_PENDING;
+	if (snowflake_shared->legacy_state == LEGACY_GONE)
+		m.flags |= MARK_LEGACY_GONE;
 	return persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m),
 							  &snowflake_shared->writes, elevel);
 }
@@ -164,6 +155,8 @@ load_mark(const SnowflakeLayout *l)
 	}
 	if (m.flags & MARK_FLOOR_PENDING)
 		recovering = true;
+	if (m.flags & MARK_LEGACY_GONE)
+		snowflake_shared->legacy_state = LEGACY_GONE;
 	if (strcmp(m.layout, l->name) != 0)
 		strlcpy(snowflake_shared->prev_layout, m.layout, NAMEDATALEN);
 	if (m.mark_id >= layout_max_id(l))
@@ -187,25 +180,6 @@ load_mark(const SnowflakeLayout *l)
 						m.layout, l->name, m.mark_id)));
 }
 
-/*
- * The time of the last checkpoint, in Unix ms (0 if unknown).  Every commit
- * before its redo point happened before it, on the clock of the server
- * that made it.
- */
-static int64
-checkpoint_time_ms(bool *shut_down_cleanly)
-{
-	bool		crc_ok = false;
-	ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
-	int64		ms = 0;
-
-	*shut_down_cleanly = crc_ok && cf->state == DB_SHUTDOWNED;
-	if (crc_ok && cf->checkPointCopy.time > 0)
-		ms = ((int64) cf->checkPointCopy.time + 1) * 1000;
-	pfree(cf);
-	return ms;
-}
-
 /* Called by the postmaster with AddinShmemInitLock held. */
 void
 mark_shmem_init(void)
@@ -213,7 +187,6 @@ mark_shmem_init(void)
 	const SnowflakeLayout *l = snowflake_layout;
 	GeneratorShared *s;
 	bool		found;
-	bool		clean;
 
 	s = ShmemInitStruct("snowflake generator", mark_shmem_size(), &found);
 	snowflake_shared = s;
@@ -229,8 +202,8 @@ mark_shmem_init(void)
 	s->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	ConditionVariableInit(&s->renewed);
 	s->keeper_latch = NULL;
-	s->origin = COMPAT_INVALID_ORIGIN;
-	s->origin_problem[0] = '\0';
+	s->legacy_state = LEGACY_UNKNOWN;
+	s->legacy_mark = 0;
 	s->keeper_problem[0] = '\0';
 	s->usable = settings_problem() == NULL;
 	s->floor_done = false;
@@ -251,7 +224,16 @@ mark_shmem_init(void)
 		pg_atomic_init_u64(&s->slots[i].c.refused, 0);
 	}
 
-	if (!s->usable)
+	if (IsBinaryUpgrade)
+	{
+		/*
+		 * pg_upgrade's servers issue no ID and must leave the state file as
+		 * it is: neither read nor written, and every generator refuses.
+		 */
+		s->usable = false;
+		pg_atomic_write_u32(&s->worker, (uint32) WORKER_ID_UNSET);
+	}
+	else if (!s->usable)
 	{
 		ereport(WARNING,
 				(errmsg("snowflake cannot generate IDs: %s", settings_problem()),
@@ -261,10 +243,14 @@ mark_shmem_init(void)
 	}
 	else
 	{
-		checkpoint_floor_ms = checkpoint_time_ms(&clean);
-		recovering = !clean || access("standby.signal", F_OK) == 0 ||
+		bool		crc_ok = false;
+		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
+
+		recovering = !crc_ok || cf->state != DB_SHUTDOWNED ||
+			access("standby.signal", F_OK) == 0 ||
 			access("recovery.signal", F_OK) == 0 ||
 			access("backup_label", F_OK) == 0;
+		pfree(cf);
 		load_mark(l);
 
 		/*
@@ -298,70 +284,15 @@ mark_shmem_init(void)
 }
 
 /*
- * The replication origin that carries reservations in WAL, made if create
- * and it does not exist.  Called in a transaction, with
- * pg_replication_origin locked so that the origin cannot be dropped before
- * the caller is done with it.
- */
-static compat_origin_id
-lookup_origin(bool create)
-{
-	compat_origin_id origin = replorigin_by_name(ORIGIN_NAME, true);
-
-	if (origin == COMPAT_INVALID_ORIGIN && create)
-		origin = replorigin_create(ORIGIN_NAME);
-	snowflake_shared->origin = origin;
-	return origin;
-}
-
-/* The reservation last logged in WAL, by this node or the one it follows. */
-static int64
-origin_mark(bool create)
-{
-	compat_origin_id origin;
-	int64		mark = 0;
-
-	LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
-	origin = lookup_origin(create);
-	if (origin != COMPAT_INVALID_ORIGIN)
-		mark = (int64) replorigin_get_progress(origin, false);
-	return mark;
-}
-
-/*
- * Raise the state to what bounds the IDs this node, or the server whose WAL
- * it replayed, may have issued: the reservation logged in WAL, and the
- * last replayed commit and the last checkpoint (each plus the run-ahead
- * allowed).  The commit and checkpoint times cover what WAL of an older
- * version of this extension does not.  Returns true if the state moved.
+ * Raise the state to a floor: a replayed reservation, or the one 1.1
+ * logged through its replication origin.  Returns true if the state moved.
  * Called with the lock held.
  */
 static bool
-apply_floor(const SnowflakeLayout *l, int64 checkpoint_ms, int64 wal_mark,
-			bool recovered)
+apply_floor(const SnowflakeLayout *l, int64 floor_id)
 {
-	TimestampTz latest;
-	int64		floor_ms = checkpoint_ms;
-	int64		floor_id;
 	static char buf[128];
 
-	/*
-	 * After a clean shutdown the state file holds the exact last ID, below
-	 * the last reservation: nothing to raise.
-	 */
-	if (!recovered)
-		return false;
-
-	floor_id = wal_mark;
-	latest = GetLatestXTime();
-	if (latest != 0)
-		floor_ms = Max(floor_ms, latest / 1000 + PG_EPOCH_UNIX_MS + 1);
-	if (floor_ms > 0)
-	{
-		if (snowflake_max_run_ahead_ms > 0)
-			floor_ms += snowflake_max_run_ahead_ms;
-		floor_id = Max(floor_id, tick_ceiling(l, layout_unix_ms_to_tick(l, floor_ms)));
-	}
 	if (floor_id >= layout_max_id(l))
 	{
 		snprintf(buf, sizeof(buf),
@@ -375,6 +306,46 @@ apply_floor(const SnowflakeLayout *l, int64 checkpoint_ms, int64 wal_mark,
 	atomic_raise(&snowflake_shared->last_id, (uint64) floor_id);
 	snowflake_shared->resumed_from = Max(snowflake_shared->resumed_from, floor_id);
 	return true;
+}
+
+/*
+ * Replay of a reservation, in the startup process: no ID above the mark
+ * was issued, and IDs up to it may have been.  The state rises to it and
+ * the state file holds it before replay goes on, so that no restartpoint
+ * passes a record whose mark the file lacks.  A failed write stops
+ * recovery: going on would lose the mark at the next restart.
+ */
+void
+mark_replay(int64 mark, const char *layout)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+	static bool warned = false;
+
+	if (snowflake_shared == NULL)
+		return;
+	if (!snowflake_shared->usable)
+	{
+		if (!warned && !IsBinaryUpgrade)
+			ereport(WARNING,
+					(errmsg("snowflake cannot keep the reservations it replays: %s",
+							settings_problem() ? settings_problem() : "its settings are unusable"),
+					 errdetail("Once promoted, this server's IDs are bounded only by its state file and its clock.")));
+		warned = true;
+		return;
+	}
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	if (mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
+	{
+		if (strcmp(layout, l->name) != 0 && snowflake_shared->prev_layout[0] == '\0')
+			strlcpy(snowflake_shared->prev_layout, layout, NAMEDATALEN);
+		if (apply_floor(l, mark) && !snowflake_shared->state_broken)
+		{
+			(void) write_mark(l, mark, ERROR);
+			atomic_raise(&snowflake_shared->reserved, (uint64) mark);
+			atomic_raise(&snowflake_shared->extend_at, (uint64) mark);
+		}
+	}
+	LWLockRelease(snowflake_shared->lock);
 }
 
 static void
@@ -395,18 +366,7 @@ refuse_broken(void)
 			 errmsg("snowflake state file \"%s\" cannot be used: %s",
 					SNOWFLAKE_MARK_FILE, snowflake_shared->state_problem),
 			 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
-			 errhint("As a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it, the reservation logged in WAL, the last checkpoint and the last replayed commit.")));
-}
-
-static void
-refuse_no_origin(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("snowflake cannot log its reservations in WAL: %s",
-					snowflake_shared->origin_problem),
-			 errdetail("Standbys and restores learn from WAL which IDs this node may have issued."),
-			 errhint("Set " COMPAT_MAX_ORIGINS_NAME " to 1 or more (every standby too) and restart the server.")));
+			 errhint("As a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it and above every reservation replayed from WAL since the server started.")));
 }
 
 /*
@@ -436,11 +396,6 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 			ConditionVariableCancelSleep();
 			refuse_broken();
 		}
-		if (snowflake_shared->origin_problem[0] != '\0')
-		{
-			ConditionVariableCancelSleep();
-			refuse_no_origin();
-		}
 		if (snowflake_shared->floor_done &&
 			(uint64) id <= pg_atomic_read_u64(&snowflake_shared->reserved))
 			break;
@@ -468,36 +423,92 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 }
 
 /*
- * The keeper's start, once recovery has ended: find (or make) the origin,
- * then raise the state to the floor and make it durable, before any
- * backend may have a reservation.
+ * Whether 1.1's replication origin must still be looked for: the state file
+ * does not say it is gone.  Its catalog can be read only from a database,
+ * which the keeper does not connect to: the keeper starts a worker that
+ * does (keeper.c), once in the life of a data directory.
+ */
+bool
+mark_legacy_wanted(void)
+{
+	return snowflake_shared != NULL && snowflake_shared->usable &&
+		!snowflake_shared->state_broken &&
+		snowflake_shared->legacy_state != LEGACY_GONE;
+}
+
+/* The origin worker found the origin at mark, or found none (mark 0). */
+void
+mark_legacy_found(bool found, int64 mark)
+{
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	snowflake_shared->legacy_mark = mark;
+	snowflake_shared->legacy_state = found ? LEGACY_PRESENT : LEGACY_GONE;
+	LWLockRelease(snowflake_shared->lock);
+	if (snowflake_shared->keeper_latch)
+		SetLatch(snowflake_shared->keeper_latch);
+}
+
+/*
+ * The origin may be dropped once a reservation of ours, logged after the
+ * floor was applied, covers every ID issued under it.
+ */
+bool
+mark_legacy_may_drop(void)
+{
+	return snowflake_shared->legacy_state == LEGACY_COVERED;
+}
+
+/* The origin is gone: say so in the state file, never to look again. */
+void
+mark_legacy_gone(void)
+{
+	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	snowflake_shared->legacy_state = LEGACY_GONE;
+	if (!snowflake_shared->state_broken)
+		(void) write_mark(snowflake_layout,
+						  Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->reserved)),
+						  WARNING);
+	LWLockRelease(snowflake_shared->lock);
+}
+
+/*
+ * The keeper's start, once recovery has ended, and again at every round
+ * until it is done: raise the state to the floor and make it durable,
+ * before any backend may have a reservation.  After recovery the floor
+ * includes 1.1's origin, which the origin worker reads; IDs wait for it
+ * (and refuse after 5 s, saying why).  failed: that worker exited without
+ * an answer.
  */
 void
-mark_keeper_start(void)
+mark_keeper_start(bool legacy_failed)
 {
 	const SnowflakeLayout *l = snowflake_layout;
-	int64		wal_mark = 0;
 
 	if (snowflake_shared == NULL || !snowflake_shared->usable)
 		return;
 	snowflake_shared->keeper_latch = MyLatch;
+	if (snowflake_shared->floor_done)
+		return;
 
-	if (compat_max_origins() < 1)
-		snprintf(snowflake_shared->origin_problem, sizeof(snowflake_shared->origin_problem),
-				 "%s = 0", COMPAT_MAX_ORIGINS_NAME);
-	else
+	if ((recovering || file_absent) && !snowflake_shared->state_broken &&
+		snowflake_shared->legacy_state == LEGACY_UNKNOWN)
 	{
-		StartTransactionCommand();
-		wal_mark = origin_mark(true);
-		CommitTransactionCommand();
+		if (legacy_failed)
+			strlcpy(snowflake_shared->keeper_problem,
+					"the floor after recovery needs replication origin \"" SNOWFLAKE_LEGACY_ORIGIN "\", and the worker that reads it from database \"postgres\" failed (see the server log)",
+					sizeof(snowflake_shared->keeper_problem));
+		return;
 	}
 
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (!snowflake_shared->floor_done && !snowflake_shared->state_broken &&
-		snowflake_shared->origin_problem[0] == '\0')
+	if (!snowflake_shared->floor_done && !snowflake_shared->state_broken)
 	{
-		(void) apply_floor(l, checkpoint_floor_ms, wal_mark, recovering || file_absent);
+		/* after a clean shutdown the file holds the exact last ID */
+		if ((recovering || file_absent) &&
+			snowflake_shared->legacy_state == LEGACY_PRESENT)
+			(void) apply_floor(l, snowflake_shared->legacy_mark);
 		snowflake_shared->floor_done = true;
+		snowflake_shared->keeper_problem[0] = '\0';
 		/* durable, and no longer pending, before anything is issued above */
 		if (!snowflake_shared->state_broken)
 		{
@@ -512,50 +523,6 @@ mark_keeper_start(void)
 	}
 	LWLockRelease(snowflake_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
-}
-
-/*
- * Log a reservation in WAL, flushed, before any ID may use it.  A failure
- * (no free origin state slot, say) is logged and kept for the backends
- * that wait; the keeper goes on and tries again.
- */
-static bool
-log_reservation(int64 mark)
-{
-	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool ok = true;
-
-	PG_TRY();
-	{
-		compat_origin_id origin;
-
-		StartTransactionCommand();
-		/* as pg_replication_origin_advance(): the origin must not vanish */
-		LockRelationOid(ReplicationOriginRelationId, RowExclusiveLock);
-		origin = lookup_origin(true);
-		replorigin_advance(origin, (XLogRecPtr) mark, InvalidXLogRecPtr,
-						   false, true);
-		XLogFlush(GetXLogInsertRecPtr());
-		CommitTransactionCommand();
-		snowflake_shared->keeper_problem[0] = '\0';
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		strlcpy(snowflake_shared->keeper_problem, edata->message,
-				sizeof(snowflake_shared->keeper_problem));
-		ereport(WARNING,
-				(errmsg("snowflake could not log a reservation in WAL: %s", edata->message)));
-		FreeErrorData(edata);
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
 }
 
 /*
@@ -574,9 +541,19 @@ mark_keep_ahead(void)
 	int64		mark;
 
 	if (snowflake_shared == NULL || !snowflake_shared->usable ||
-		snowflake_shared->state_broken || !snowflake_shared->floor_done ||
-		snowflake_shared->origin_problem[0] != '\0')
+		snowflake_shared->state_broken || !snowflake_shared->floor_done)
 		return;
+	if (snowflake_shared->legacy_state == LEGACY_PRESENT)
+	{
+		/*
+		 * A record of ours covering every ID issued so far, so that 1.1's
+		 * origin can go at once, even on an idle node.
+		 */
+		mark = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
+				   (int64) pg_atomic_read_u64(&snowflake_shared->reserved));
+		wal_log_reservation(mark, l->name);
+		snowflake_shared->legacy_state = LEGACY_COVERED;
+	}
 	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				 (int64) pg_atomic_read_u64(&snowflake_shared->requested));
 	if (target <= snowflake_shared->resumed_from)
@@ -586,8 +563,7 @@ mark_keep_ahead(void)
 		return;
 
 	mark = tick_ceiling(l, tick + w);
-	if (!log_reservation(mark))
-		return;
+	wal_log_reservation(mark, l->name);
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	/* a repair meanwhile may have moved the state above the mark */
 	if (!snowflake_shared->state_broken &&
@@ -626,18 +602,16 @@ mark_publish_worker(int worker)
 
 /*
  * The operator's way out of a damaged state file: continue above the
- * largest of the given ID, the reservation logged in WAL, the last
- * checkpoint, the last replayed commit and whatever the node still holds,
- * and write a new file.  Returns the ID that new IDs continue above.
+ * largest of the given ID, the reservations replayed since the server
+ * started, 1.1's origin if it is still there and whatever the node still
+ * holds, and write a new file.  Returns the ID that new IDs continue above.
  */
 int64
 mark_repair(int64 above)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
-	bool		clean;
-	int64		checkpoint_ms;
-	int64		wal_mark;
+	int64		legacy = 0;
 
 	settings_require_usable();
 	if (above < 0 || above >= layout_max_id(l))
@@ -648,8 +622,12 @@ mark_repair(int64 above)
 				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
 						   layout_max_id(l))));
 
-	checkpoint_ms = checkpoint_time_ms(&clean);
-	wal_mark = compat_max_origins() > 0 ? origin_mark(false) : 0;
+	if (wal_legacy_mark(&legacy) == LEGACY_BUSY)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("snowflake cannot read replication origin \"%s\": its catalog is locked",
+						SNOWFLAKE_LEGACY_ORIGIN),
+				 errhint("Try again once the command holding the lock on pg_replication_origin has finished.")));
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	if (snowflake_shared->state_broken && snowflake_shared->prev_layout[0] != '\0' &&
 		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
@@ -657,7 +635,7 @@ mark_repair(int64 above)
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
 	}
-	(void) apply_floor(l, checkpoint_ms, wal_mark, true);
+	(void) apply_floor(l, legacy);
 	if (snowflake_shared->state_broken &&
 		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
 	{

@@ -14,7 +14,7 @@ typedef struct PersistedMark
 	int64		mark_id;		/* no ID issued by this node is greater */
 	int64		seen_unix_ms;	/* highest clock reading seen, Unix ms */
 	char		layout[NAMEDATALEN];	/* the layout mark_id was made in */
-	uint32		flags;			/* MARK_FLOOR_PENDING; 1.0's files have none */
+	uint32		flags;			/* MARK_*; 1.0's files have none */
 	uint32		padding;
 } PersistedMark;
 
@@ -24,6 +24,9 @@ typedef struct PersistedMark
  * after a clean shutdown.
  */
 #define MARK_FLOOR_PENDING	0x1
+
+/* 1.1's replication origin is known to be gone from this data directory */
+#define MARK_LEGACY_GONE	0x2
 
 typedef enum MarkResult
 {

@@ -18,6 +18,7 @@
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
+#include "wal.h"
 
 PG_MODULE_MAGIC;
 
@@ -62,7 +63,13 @@ _PG_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-	keeper_register();
+	/*
+	 * pg_upgrade starts both clusters in binary-upgrade mode: no ID is
+	 * generated then, and the keeper would only hold connections.
+	 */
+	if (!IsBinaryUpgrade)
+		keeper_register();
+	wal_register(mark_replay);
 	settings_worker_assigned = identity_worker_assigned;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = snowflake_shmem_request;

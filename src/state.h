@@ -53,8 +53,8 @@ typedef struct GeneratorShared
 	LWLock	   *lock;
 	ConditionVariable renewed;	/* a renewal finished (or failed) */
 	Latch	   *keeper_latch;	/* wakes the keeper; NULL when it is gone */
-	uint16		origin;			/* the origin that logs reservations */
-	char		origin_problem[128];	/* why reservations cannot be logged */
+	int			legacy_state;	/* 1.1's origin: LegacyState */
+	int64		legacy_mark;	/* its progress, if LEGACY_PRESENT */
 	char		keeper_problem[128];	/* the keeper's last failure, if any */
 	bool		usable;			/* layout and settings can be trusted */
 	bool		floor_done;		/* the recovery floor has been applied */
@@ -77,6 +77,15 @@ typedef struct GeneratorShared
 
 extern GeneratorShared *snowflake_shared;
 
+/* What is known of the replication origin through which 1.1 logged. */
+typedef enum LegacyState
+{
+	LEGACY_UNKNOWN,				/* not looked at yet */
+	LEGACY_PRESENT,				/* there, at legacy_mark */
+	LEGACY_COVERED,				/* there, and a reservation of ours covers it */
+	LEGACY_GONE					/* absent or dropped; the state file says so */
+} LegacyState;
+
 /* What mark_reserve() did. */
 typedef enum ReserveResult
 {
@@ -88,10 +97,15 @@ typedef enum ReserveResult
 extern Size mark_shmem_size(void);
 extern void mark_shmem_init(void);
 extern ReserveResult mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
-extern void mark_keeper_start(void);
+extern void mark_keeper_start(bool legacy_failed);
 extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
 extern int64 mark_repair(int64 above);
+extern void mark_replay(int64 mark, const char *layout);
+extern bool mark_legacy_wanted(void);
+extern void mark_legacy_found(bool found, int64 mark);
+extern bool mark_legacy_may_drop(void);
+extern void mark_legacy_gone(void);
 
 #endif							/* SNOWFLAKE_STATE_H */

@@ -259,21 +259,34 @@ is($standby2->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max9b"),
 $standby2->stop('fast');
 start_faked($standby, '-1h');
 
-# 9c. Dropping the origin: the keeper makes a new one, and no other origin
-# inherits the reservations.
-$standby->safe_psql('postgres', "SELECT pg_replication_origin_drop('snowflake_high_water_mark')");
-$standby->safe_psql('postgres', "SELECT pg_replication_origin_create('sub_x')");
-$standby->safe_psql('postgres', 'SELECT count(snowflake_nextval()) FROM generate_series(1, 1000)');
-select(undef, undef, undef, 1.5);
-$standby->safe_psql('postgres', 'SELECT snowflake_nextval()');
-is($standby->safe_psql('postgres', "SELECT pg_replication_origin_progress('sub_x', false) IS NULL OR pg_replication_origin_progress('sub_x', false) = '0/0'"),
-	't', 'another origin does not inherit the reservations');
-ok($standby->poll_query_until('postgres', "SELECT pg_replication_origin_progress('snowflake_high_water_mark', false) > '0/0'"),
-	'the keeper logs them under a new origin');
-
-# 10. A state file that is gone: the reservation in WAL still bounds the IDs.
-my $max10 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
+# 9c. Moving from 1.1, which logged each reservation as the progress of the
+# replication origin snowflake_high_water_mark: the origin made here by
+# hand at a mark above every ID, on a node whose state file is then
+# removed.  The node continues above the mark, and drops the origin once a
+# record of its own covers it.
+my $max9c = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
+my $high9c = $max9c + (300 << 22);	# 300 ms of ID time ahead
+$standby->safe_psql('postgres', "SELECT pg_replication_origin_create('snowflake_high_water_mark')");
+$standby->safe_psql('postgres', sprintf(
+	"SELECT pg_replication_origin_advance('snowflake_high_water_mark', '%X/%X')",
+	$high9c >> 32, $high9c & 0xffffffff));
 $standby->stop('fast');
+unlink $standby->data_dir . '/snowflake.state';
+start_faked($standby, '-1h');
+$standby->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+is($standby->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $high9c"), '100',
+	"1.1's origin: new IDs continue above its reservation");
+ok($standby->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_replication_origin WHERE roname = 'snowflake_high_water_mark'"),
+	'and the origin is dropped');
+ok($standby->poll_query_until('postgres',
+	"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'snowflake origin check'"),
+	'the worker that read it, connected to "postgres", is gone');
+
+# 10. A state file that is gone after a crash: the reservations replayed
+# from WAL still bound the IDs.
+my $max10 = $standby->safe_psql('postgres', 'SELECT max(id) FROM t');
+$standby->stop('immediate');
 unlink $standby->data_dir . '/snowflake.state';
 start_faked($standby, '-1h');
 $standby->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');

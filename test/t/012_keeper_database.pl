@@ -1,0 +1,65 @@
+# The keeper holds no database: with the library preloaded, the database
+# "postgres" can be used as a template, renamed and dropped, and pg_upgrade
+# (to the same major version, which it accepts) succeeds with the library
+# preloaded in both clusters.  Checking the IDs after pg_upgrade is another
+# test's business; this one checks that it runs.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+my $node = snowflake_node('old');
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION snowflake;
+	CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+	INSERT INTO t (n) SELECT g FROM generate_series(1, 1000) g;
+});
+ok($node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'snowflake keeper' AND datname IS NULL"),
+	'the keeper runs, connected to no database');
+
+$node->safe_psql('template1', 'CREATE DATABASE copy_of_postgres TEMPLATE postgres');
+is($node->safe_psql('copy_of_postgres', 'SELECT count(*) FROM t'), '1000',
+	'CREATE DATABASE ... TEMPLATE postgres works with the library preloaded');
+$node->safe_psql('template1', 'ALTER DATABASE postgres RENAME TO postgres_renamed');
+$node->safe_psql('template1', 'DROP DATABASE postgres_renamed');
+is($node->safe_psql('template1', "SELECT count(*) FROM pg_database WHERE datname LIKE 'postgres%'"),
+	'0', 'ALTER DATABASE postgres RENAME and DROP DATABASE postgres work');
+$node->safe_psql('template1', 'CREATE DATABASE postgres TEMPLATE copy_of_postgres');
+$node->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM t'), '1100',
+	'the node generates IDs in the database made again');
+$node->stop;
+
+# pg_upgrade, both clusters preloading the library (Debian's
+# pg_upgradecluster copies the old configuration).
+my $new = snowflake_node('new');
+my $bindir = $node->config_data('--bindir');
+my $workdir = PostgreSQL::Test::Utils::tempdir;
+chdir $workdir;
+my ($stdout, $stderr);
+my $ok = IPC::Run::run(
+	[
+		"$bindir/pg_upgrade", '--no-sync',
+		'-d', $node->data_dir, '-D', $new->data_dir,
+		'-b', $bindir, '-B', $bindir,
+		'-s', $new->host, '-p', $node->port, '-P', $new->port,
+	],
+	'>', \$stdout, '2>', \$stderr);
+ok($ok, 'pg_upgrade succeeds with the library preloaded in both clusters')
+  or diag("pg_upgrade said:\n$stdout\n$stderr");
+$new->start;
+is($new->safe_psql('postgres', 'SELECT count(*) FROM t'), '1100',
+	'the upgraded cluster holds the rows');
+# the one step after pg_upgrade (see 013_identity)
+$new->safe_psql('postgres',
+	"SELECT snowflake_confirm_node(old_data_directory => '" . $node->data_dir . "')");
+$new->safe_psql('postgres', 'INSERT INTO t (n) VALUES (1)');
+is($new->safe_psql('postgres', 'SELECT count(*) FROM t'), '1101',
+	'and generates IDs');
+$new->stop;
+
+done_testing();
