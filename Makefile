@@ -11,14 +11,9 @@
 EXTENSION = snowflake
 MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
-<<<<<<< HEAD
-OBJS = src/snowflake.o src/settings.o src/layout.o src/mark.o src/generator.o \
-	src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o
-=======
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
-	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o
->>>>>>> wal
+	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
+	src/identity.o
 # every install and update script, by name (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext)
 DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.2.sql \
@@ -42,13 +37,9 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 endif
 
-<<<<<<< HEAD
-$(OBJS): src/clock.h src/compat.h src/identity.h src/layout.h src/persist.h src/settings.h \
-	src/snowflake.h src/state.h
-=======
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
-	src/snowflake.h src/state.h src/wal.h
->>>>>>> wal
+	src/snowflake.h src/state.h src/wal.h \
+	src/identity.o
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

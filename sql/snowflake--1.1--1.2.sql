@@ -1,7 +1,10 @@
 /* snowflake 1.1 -> 1.2 */
 \echo Use "ALTER EXTENSION snowflake UPDATE TO '1.2'" to load this file. \quit
 
-<<<<<<< HEAD
+-- Floors come from reservations only, no longer from the clock.
+COMMENT ON FUNCTION snowflake_repair_state(bigint) IS
+'rewrite a damaged snowflake.state: continue above the given ID and every reservation replayed from WAL since the server started';
+
 --
 -- The node's identity: a copy, an upgrade or a restore of a node is held
 -- back until it gets a worker id of its own or is confirmed as that node.
@@ -74,8 +77,3 @@ REVOKE ALL ON FUNCTION snowflake_workers_arrived() FROM PUBLIC;
 
 CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake_workers
 FOR EACH ROW EXECUTE FUNCTION snowflake_workers_arrived();
-=======
--- Floors come from reservations only, no longer from the clock.
-COMMENT ON FUNCTION snowflake_repair_state(bigint) IS
-'rewrite a damaged snowflake.state: continue above the given ID and every reservation replayed from WAL since the server started';
->>>>>>> wal
