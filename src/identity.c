@@ -40,12 +40,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog/pg_authid.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "identity.h"
@@ -386,7 +388,15 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 					 errmsg("snowflake ID " INT64_FORMAT " is negative", floor_id)));
 	}
 	if (!PG_ARGISNULL(1))
+	{
+		/* it reads a file anywhere on the server */
+		if (!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to read another data directory's state file"),
+					 errdetail("Only roles with privileges of the \"pg_read_server_files\" role may name old_data_directory.")));
 		floor_id = Max(floor_id, old_mark(text_to_cstring(PG_GETARG_TEXT_PP(1))));
+	}
 
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
 	before = (IdentityStatus) ident->rec.status;
