@@ -213,10 +213,9 @@ for (1 .. 600)
 }
 ok(!-f $plain->data_dir . '/postmaster.pid',
 	'without the library, recovery through its records stops');
-# the server pg_ctl saw start is gone: forget its pid
-$plain->_update_pid(0);
+$plain->_update_pid(-1);
 like(slurp_file($plain->logfile),
-	qr/resource manager with ID 187 not registered(.*\n)*.*HINT:  Include the extension module that implements this resource manager in shared_preload_libraries/,
+	qr/resource manager with ID 187 not registered(.*\n)*.*HINT:  Include the extension module that implements this resource manager in "?shared_preload_libraries/,
 	'and the log says which library is missing');
 $plain->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 $plain->start;
