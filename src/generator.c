@@ -36,6 +36,7 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "identity.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -298,6 +299,8 @@ generator_require_ready(void)
 				 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
 				 errhint("Generate IDs on the primary, or promote this standby first.")));
 	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
+	if (unlikely(worker == WORKER_ID_UNSET))
+		identity_require_ok();	/* a node held back publishes none */
 	if (unlikely(worker == WORKER_ID_UNSET))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

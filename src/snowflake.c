@@ -14,6 +14,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
+#include "identity.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -35,6 +36,8 @@ snowflake_shmem_request(void)
 	RequestAddinShmemSpace(schemes_shmem_size());
 	/* 0: the high-water mark, 1: DecimalId's generator id */
 	RequestNamedLWLockTranche("snowflake", 2);
+	RequestAddinShmemSpace(identity_shmem_size());
+	RequestNamedLWLockTranche("snowflake identity", 1);
 }
 
 static void
@@ -44,7 +47,10 @@ snowflake_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	/* before mark.c makes its state file: its absence is evidence */
+	identity_shmem_init();
 	mark_shmem_init();
+	identity_worker_assigned(snowflake_worker_id);
 	schemes_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -64,7 +70,7 @@ _PG_init(void)
 	if (!IsBinaryUpgrade)
 		keeper_register();
 	wal_register(mark_replay);
-	settings_worker_assigned = mark_publish_worker;
+	settings_worker_assigned = identity_worker_assigned;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = snowflake_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;

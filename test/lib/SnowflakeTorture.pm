@@ -31,6 +31,10 @@ my @known_errors = (
 	qr/snowflake cannot generate IDs: /,
 	qr/snowflake.worker_id is not set/,
 	qr/cannot generate snowflake IDs during recovery/,
+	# a copy, an upgrade or a restore held back until told which node it is
+	qr/snowflake data directory is a copy of the node with worker id \d+/,
+	qr/snowflake does not know which IDs (were issued before this data directory|the cluster issued before pg_upgrade)/,
+	qr/snowflake worker id \d+ is claimed by another system/,
 	qr/could not (open|write|fsync|create) file "snowflake.state/,
 	qr/could not rename file "snowflake.state.new"/,
 	# a repair above an ID the layout in force cannot exceed
@@ -630,6 +634,164 @@ sub subscription_op
 	return;
 }
 
+# Wait until a node has left recovery; false if it never does.
+sub wait_primary
+{
+	my ($node) = @_;
+	for (1 .. 300)
+	{
+		my (undef, $r) = try_sql($node, 'SELECT pg_is_in_recovery()', 10);
+		return 1 if $r eq 'f';
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
+}
+
+# A copy of the node (or the node upgraded, or restored from a dump) must
+# refuse before its first ID under the source's worker id.
+sub expect_held_back
+{
+	my ($h, $node, $what) = @_;
+	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
+	if ($ret == 0)
+	{
+		violation($h, "$what: generated $out before it was told which node it is");
+		return;
+	}
+	check_error($h, $err, $what);
+	return;
+}
+
+# The node's life beyond one server: pg_upgrade, a dump restored into a new
+# cluster with the same worker id, a clone started standalone, a restore to
+# a point in time (the end of a base backup).  Each new server must refuse
+# until the documented step; a clone either gets a worker id of its own
+# (the source goes on) or replaces its source (the source dies first).
+sub lifecycle_op
+{
+	my ($h, $node) = @_;
+	my $how = pick('pg_upgrade', 'dump and restore', 'clone', 'pitr');
+	my $name = "l$h->{seed}_" . $h->{backup}++;
+	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
+	my ($ret, $out, $err);
+	wake_keeper($h, $node);
+	$h->{faults}++;
+	if ($how eq 'clone' || $how eq 'pitr')
+	{
+		my $replace = rand() < 0.5;
+		say_op($h, ($how eq 'clone' ? 'clone: a base backup started as a primary' :
+					'PITR: a base backup restored to its end, started as a primary') .
+			   ($replace ? ', replacing the node' : ', given worker 99'));
+		$node->backup($name);
+		my $copy = PostgreSQL::Test::Cluster->new($name);
+		$copy->init_from_backup($node, $name);
+		if ($how eq 'pitr')
+		{
+			$copy->append_conf('postgresql.conf',
+				"restore_command = 'false'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n");
+			open my $fh, '>', $copy->data_dir . '/recovery.signal' or die;
+			close $fh;
+		}
+		start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy)
+		  or return violation($h, "$how: the copy did not start");
+		expect_held_back($h, $copy, $how);
+		if (!$replace)
+		{
+			my %own = (%$h, worker => 99);
+			write_settings(\%own, $copy);
+			$copy->reload;
+			select(undef, undef, undef, 0.3);
+			($ret, $out, $err) = try_sql($copy,
+				'SELECT (snowflake_decode(snowflake_nextval())).worker_id');
+			violation($h, "$how: with worker 99 it issued an ID of worker $out")
+			  if $ret == 0 && $out ne '99';
+			check_error($h, $err, $how);
+			$copy->stop('immediate', fail_ok => 1);
+			return;
+		}
+		# the node dies; the copy is confirmed as the same node
+		hard_kill($node);
+		if ($h->{standby})
+		{
+			$h->{standby}->stop('immediate', fail_ok => 1);
+			$h->{standby} = undef;
+		}
+		($ret, $out, $err) = try_sql($copy, 'SELECT snowflake_confirm_node()');
+		check_error($h, $err, "$how: confirm");
+		# the promise now: above every ID of the node that reached the copy
+		my (undef, $reached) = try_sql($copy, 'SELECT coalesce(max(id), 0) FROM t');
+		$h->{seen} = {};
+		$h->{floor} = $reached;
+		$h->{node} = $copy;
+		return;
+	}
+
+	my $new = snowflake_node($name, worker_id => $h->{worker}, allows_streaming => 1,
+		conf => $conf);
+	write_settings($h, $new);
+	if ($h->{standby})
+	{
+		$h->{standby}->stop('immediate', fail_ok => 1);
+		$h->{standby} = undef;
+	}
+	my $floor_sql;
+	if ($how eq 'pg_upgrade')
+	{
+		say_op($h, 'pg_upgrade to a new cluster, started on the same clock');
+		$node->stop('fast', fail_ok => 1);
+		my $bindir = $new->config_data('--bindir');
+		my $ok = eval {
+			IPC::Run::run(
+				[ 'sh', '-c', 'cd "$1" && shift && exec "$@"', 'sh', $new->basedir,
+				  'pg_upgrade', '--no-sync', '-d', $node->data_dir, '-D', $new->data_dir,
+				  '-b', $bindir, '-B', $bindir, '-p', $node->port, '-P', $new->port,
+				  '-s', $new->host ],
+				'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
+		};
+		return violation($h, "pg_upgrade failed: $out $err $@") unless $ok;
+		$floor_sql = "SELECT snowflake_confirm_node(old_data_directory => '" . $node->data_dir . "')";
+	}
+	else
+	{
+		say_op($h, 'dump, restored into a new cluster with the same worker id');
+		# README: a node claims its worker id; the claim travels in the dump
+		($ret, $out, $err) = try_sql($node, 'SELECT worker_id FROM snowflake_claim_worker()');
+		if ($ret != 0)
+		{
+			check_error($h, $err, 'claim');
+			return;
+		}
+		my (undef, $hwm) = try_sql($node, 'SELECT high_water_mark FROM snowflake_status');
+		my $dump = $new->basedir . '/db.dump';
+		my $ok = eval {
+			IPC::Run::run([ 'pg_dump', '-Fc', '-d', $node->connstr('postgres'), '-f', $dump ],
+				'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+		};
+		return violation($h, "pg_dump failed: $err $@") unless $ok;
+		hard_kill($node);
+		start_node($h, $new, $h->{offset_ms}) or return violation($h, 'the new cluster did not start');
+		$ok = eval {
+			IPC::Run::run([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('postgres'), $dump ],
+				'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+		};
+		return violation($h, "pg_restore failed: $err $@") unless $ok;
+		$floor_sql = "SELECT snowflake_confirm_node(above => $hwm)";
+	}
+	$h->{node} = $new;
+	start_node($h, $new, $h->{offset_ms}) if $how eq 'pg_upgrade';
+	wait_up($new) or return violation($h, 'the new cluster did not start');
+	expect_held_back($h, $new, $how);
+	($ret, $out, $err) = try_sql($new, $floor_sql);
+	if ($ret != 0 && $how eq 'pg_upgrade')
+	{
+		# a damaged or unusable old state file: the highest ID known
+		check_error($h, $err, "$how: confirm from the old data directory");
+		($ret, $out, $err) = try_sql($new, "SELECT snowflake_confirm_node(above => $h->{floor})");
+	}
+	check_error($h, $err, "$how: confirm");
+	return;
+}
+
 sub play_history
 {
 	my ($seed, $steps, $dir) = @_;
@@ -651,9 +813,10 @@ sub play_history
 			elsif ($r < 0.58) { clock_step($h, $node); }
 			elsif ($r < 0.68) { reload_settings($h, $node); }
 			elsif ($r < 0.84) { restart($h, $node); }
-			elsif ($r < 0.89) { damage($h, $node); }
-			elsif ($r < 0.93) { subscription_op($h, $node); }
-			else { standby_op($h, $node); }
+			elsif ($r < 0.88) { damage($h, $node); }
+			elsif ($r < 0.92) { subscription_op($h, $node); }
+			elsif ($r < 0.97) { standby_op($h, $node); }
+			else { lifecycle_op($h, $node); }
 			repair_if_refused($h, $h->{node});
 			1;
 		} or violation($h, "the step failed: $@");

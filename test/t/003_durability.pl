@@ -183,6 +183,9 @@ $restored->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'restore did not finish';
 my $restored_max = max_id($restored);
 is($restored_max, $primary_max, 'the restore replayed the archived rows');
+like(refusal($restored), qr/data directory is a copy of the node with worker id/,
+	'a restore started as a primary is held back');
+$restored->safe_psql('postgres', 'SELECT snowflake_confirm_node()');
 like(refusal($restored), qr/system clock moved backwards by \d+ ms/,
 	'restored with its clock an hour behind: refused under the default policy');
 reload_with($restored, 'snowflake.max_run_ahead_ms' => '-1');
@@ -220,6 +223,9 @@ $plain->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'restore did not finish';
 is($plain->safe_psql('postgres', 'SELECT count(*) > 0 FROM t'), 't',
 	'with the library back, recovery finishes');
+like(refusal($plain), qr/data directory is a copy of the node with worker id/,
+	'a restore started as a primary is held back');
+$plain->safe_psql('postgres', 'SELECT snowflake_confirm_node()');
 my $plain_max = max_id($plain);
 insert_rows($plain, 10);
 is($plain->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $plain_max"), '10',

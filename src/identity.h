@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * identity.h
+ *	  Whether this data directory may issue IDs under its worker id
+ *	  (identity.c): copies, upgrades and restores held back until the
+ *	  operator says which node they are.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef SNOWFLAKE_IDENTITY_H
+#define SNOWFLAKE_IDENTITY_H
+
+extern Size identity_shmem_size(void);
+extern void identity_shmem_init(void);
+extern void identity_worker_assigned(int worker);
+extern void identity_require_ok(void);
+
+#endif							/* SNOWFLAKE_IDENTITY_H */
