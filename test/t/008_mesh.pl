@@ -332,7 +332,7 @@ $dup->stop;
 my $fourth = mesh_node('mesh4', 4);
 ($rc, $out, $err) = mesh('join', conn($fourth), conn($nodes[0]), conn($nodes[1]));
 isnt($rc, 0, 'the helper refuses to join a node to part of the mesh');
-like($err, qr/the members named are not the mesh/, 'and says so');
+like($err, qr/the nodes named are not the mesh/, 'and says so');
 is($fourth->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
 	'having changed nothing on the new node');
 
@@ -344,7 +344,7 @@ $odd->safe_psql('postgres',
 	  . 'CREATE TABLE notes (id bigint PRIMARY KEY, body text)');
 ($rc, $out, $err) = mesh('join', conn($odd), map { conn($_) } @nodes);
 isnt($rc, 0, 'a join whose copy fails (a column missing) fails');
-like($err, qr/the copy from the source failed.*\n.*HINT: .*\n.*the join was taken back/s, 'and says so');
+like($err, qr/the copy from the source failed.*\n.*HINT: .*\n.*the change was taken back/s, 'and says so');
 is($odd->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
 	'the new node\'s subscriptions are dropped');
 is(join(',', map { $_->safe_psql('postgres',

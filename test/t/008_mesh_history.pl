@@ -19,8 +19,9 @@ use Time::HiRes qw(time usleep);
 use SnowflakeTest;
 
 my $seed = $ENV{MESH_SEED} || int(time() * 1000) % 1000000;
-my $steps = $ENV{MESH_STEPS} // 8;
-my $budget = $ENV{MESH_SECONDS} // 150;
+# (set but empty, as test/chroot.sh passes them, means the default)
+my $steps = ($ENV{MESH_STEPS} // '') ne '' ? $ENV{MESH_STEPS} : 8;
+my $budget = ($ENV{MESH_SECONDS} // '') ne '' ? $ENV{MESH_SECONDS} : 150;
 my $mesh_script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
 my $started = time;
 my @log;

@@ -114,8 +114,8 @@ is($rc, 0, 'status still finds the mesh whole') or diag("$out\n$err");
 ($rc, $out, $err) = mesh({}, 'join', conn($n3), conn($n1), conn($n2));
 is($rc, 0, 'a join through a table named as SQL and a trapped search_path works') or diag("$out\n$err");
 nothing_gained('join in trapped databases', $n1, $n2, $n3);
-my $q = qq{SELECT count(*) FROM "${\ ($evil =~ s/"/""/gr)}"};
-ok($n3->poll_query_until('shop', "$q = 10"), 'the new node has the rows');
+my $q = qq{SELECT count(*) = 10 FROM "${\ ($evil =~ s/"/""/gr)}"};
+ok($n3->poll_query_until('shop', $q), 'the new node has the rows');
 
 # 2. passwords: a role that logs in with one, through a password file
 $n1->safe_psql('postgres', "CREATE ROLE meshop SUPERUSER LOGIN PASSWORD '$secret'");
