@@ -363,6 +363,8 @@ while (++$step <= $steps && time - $started < $budget)
 			(() = $out =~ /^worker \d+ at /mg) == @m - 1 && $out =~ /cannot be reached/, $out);
 		$quiet->start;
 		load_done($runs);
+		# the lost connections counted as apply errors: reset, as README says
+		$_->safe_psql('postgres', 'SELECT pg_stat_reset_subscription_stats(NULL)') for @m;
 	}
 	converged();
 }
