@@ -3,8 +3,10 @@
 # scripts/snowflake-mesh.  Convergence under concurrent load, a second node
 # with one worker id caught everywhere, a node joining and one leaving
 # while writes go on, a member's standby taking its place, and id order
-# across nodes under clock skew.  On PostgreSQL 15, which has no
-# origin = none, the helper refuses.
+# across nodes under clock skew.  Each change of membership holds a lock
+# every member sees; status checks what it claims; rows are compared
+# whole.  On PostgreSQL 15, which has no origin = none, the helper
+# refuses.
 use strict;
 use warnings;
 use FindBin;
@@ -22,6 +24,7 @@ my $schema = q{
 		node int NOT NULL,
 		round int,
 		payload text);
+	CREATE TABLE notes (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text);
 };
 
 sub mesh_node
@@ -30,7 +33,7 @@ sub mesh_node
 	my $n = snowflake_node($name, worker_id => $worker, allows_streaming => 'logical',
 		conf => "max_wal_senders = 20\nmax_replication_slots = 20\n"
 		  . "max_logical_replication_workers = 12\nmax_worker_processes = 24\n"
-		  . "wal_receiver_status_interval = 1");
+		  . "wal_receiver_status_interval = 1\ntrack_commit_timestamp = on");
 	start_faked($n, '+0');
 	$n->safe_psql('postgres', $schema);
 	return $n;
@@ -116,13 +119,27 @@ $first->safe_psql('postgres',
 # 1. the mesh, made by the helper
 mesh_ok('the helper makes a mesh of three nodes',
 	'--tables', 'events', '--name', 'mesh1', 'create', map { conn($_) } @nodes);
-# every node's events, as count, and a checksum of the ids
+# every node's events, as count, and a checksum of the whole rows
 sub digest
 {
 	my ($node, $where) = @_;
 	$where //= 'true';
 	return $node->safe_psql('postgres',
-		"SELECT count(*) || ' rows, ' || coalesce(md5(string_agg(id::text, ',' ORDER BY id)), '-') FROM events WHERE $where");
+		"SELECT count(*) || ' rows, ' || coalesce(md5(string_agg(e::text, ',' ORDER BY id)), '-') FROM events e WHERE $where");
+}
+
+# status(NODES): the helper's status of the mesh of NODES, with --rows
+sub status
+{
+	return mesh('--rows', 'status', map { conn($_) } @_);
+}
+
+sub status_whole
+{
+	my ($what, @members) = @_;
+	my ($rc, $out, $err) = status(@members);
+	is($rc, 0, "$what: status finds the mesh whole") or diag("stdout: $out\nstderr: $err");
+	return;
 }
 
 # wait until every node holds the same rows, then report whether they do
@@ -200,6 +217,61 @@ no_errors('three nodes under load', @nodes);
 is($nodes[2]->safe_psql('postgres',
 	"SELECT string_agg(worker_id || ':' || coalesce(node_name, '-'), ',' ORDER BY worker_id) FROM snowflake_workers"),
 	'1:mesh1,2:-,3:-', 'every node sees every claim');
+status_whole('three nodes under load', @nodes);
+is(join(',', map { $_->safe_psql('postgres', "SELECT pubtruncate FROM pg_publication WHERE pubname = 'snowflake_mesh'") } @nodes),
+	'f,f,f', 'no node publishes TRUNCATE');
+
+my ($rc, $out, $err);
+# the same row updated on two nodes at once: each applies the other's
+# update last and they differ; status says so (conflicts on 18 and later,
+# the rows' checksums on each version)
+my $row = $nodes[0]->safe_psql('postgres', "SELECT min(id) FROM events WHERE payload = 'before'");
+$_->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w' . (3 - $_->name =~ s/\D//gr) . ' DISABLE')
+  for @nodes[ 0, 1 ];
+$nodes[0]->safe_psql('postgres', "UPDATE events SET payload = 'from node 1' WHERE id = $row");
+$nodes[1]->safe_psql('postgres', "UPDATE events SET payload = 'from node 2' WHERE id = $row");
+$_->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w' . (3 - $_->name =~ s/\D//gr) . ' ENABLE')
+  for @nodes[ 0, 1 ];
+$nodes[2]->poll_query_until('postgres', "SELECT count(*) = 1 FROM events WHERE id = $row AND payload LIKE 'from node %'");
+$nodes[0]->poll_query_until('postgres', "SELECT payload = 'from node 2' FROM events WHERE id = $row");
+$nodes[1]->poll_query_until('postgres', "SELECT payload = 'from node 1' FROM events WHERE id = $row");
+($rc, $out, $err) = status(@nodes);
+isnt($rc, 0, 'a row updated on two nodes at once: status finds the mesh not whole');
+like($err, qr/the nodes' rows differ/, 'the rows differ, and status says so');
+like($out, qr/public\.events: \d+ rows, md5 \w+\n.*public\.events/s, 'with each node\'s checksum');
+if ($first->pg_version->major >= 18)
+{
+	like($err, qr/warning: worker [12]: snowflake_mesh_from_w[12] met \d+ conflicts/, '18+: and the conflict counted by the subscriptions');
+}
+# repaired as README says: the row written again on one node
+$nodes[0]->safe_psql('postgres', "UPDATE events SET payload = 'repaired' WHERE id = $row");
+converged('the row repaired', @nodes);
+$_->safe_psql('postgres', 'SELECT pg_stat_reset_subscription_stats(NULL)') for @nodes;
+status_whole('the row repaired', @nodes);
+
+# a table created later joins the mesh with add-table, empty everywhere
+$nodes[1]->safe_psql('postgres', "INSERT INTO notes (body) VALUES ('early')");
+($rc, $out, $err) = mesh('add-table', 'notes', map { conn($_) } @nodes);
+isnt($rc, 0, 'add-table refuses a table with rows on a node');
+like($err, qr/table public\.notes on node .* is not empty/, 'and says where');
+$nodes[1]->safe_psql('postgres', 'DELETE FROM notes');
+mesh_ok('add-table adds a table created on every node', 'add-table', 'notes', map { conn($_) } @nodes);
+$_->safe_psql('postgres', "INSERT INTO notes (body) SELECT 'note of ' || current_setting('port') FROM generate_series(1, 20)")
+  for @nodes;
+sub notes { return $_[0]->safe_psql('postgres', "SELECT count(*) || ' ' || md5(string_agg(n::text, ',' ORDER BY id)) FROM notes n") }
+$_->poll_query_until('postgres', 'SELECT count(*) = 60 FROM notes') for @nodes;
+is(join(',', map { notes($_) } @nodes), join(',', (notes($nodes[0])) x 3), 'every node holds the same 60 notes');
+# TRUNCATE is not published: it empties the node it runs on; to empty a
+# table everywhere, stop writes to it and truncate it on every node
+$nodes[0]->safe_psql('postgres', 'TRUNCATE notes');
+$nodes[0]->safe_psql('postgres', "INSERT INTO notes (body) VALUES ('after truncate')");
+$_->poll_query_until('postgres', "SELECT count(*) = 1 FROM notes WHERE body = 'after truncate'") for @nodes;
+is(join(',', map { $_->safe_psql('postgres', 'SELECT count(*) FROM notes') } @nodes), '1,61,61',
+	'a TRUNCATE on node 1 empties node 1 only');
+$_->safe_psql('postgres', 'TRUNCATE notes') for @nodes;
+$_->safe_psql('postgres', "DELETE FROM events WHERE payload = 'before'") for $nodes[1];
+converged('a DELETE on node 2', @nodes);
+status_whole('notes truncated on every node', @nodes);
 
 # 5. id order across the mesh, with node 3's clock 500 ms ahead
 my $settle = sub { converged('rounds', @nodes) };
@@ -216,7 +288,7 @@ ok($lag >= 1 && $disorder <= 500 + 2 * $period,
 
 # 2. a fourth node started by mistake with worker id 2
 my $dup = mesh_node('mesh_dup', 2);
-my ($rc, $out, $err) = mesh('join', conn($dup), map { conn($_) } @nodes);
+($rc, $out, $err) = mesh('join', conn($dup), map { conn($_) } @nodes);
 isnt($rc, 0, 'the helper refuses to join a node whose worker id is in the mesh');
 like($err, qr/both have worker id 2/, 'and says which');
 # joined by hand instead: it subscribes without copying (so it does not
@@ -233,7 +305,7 @@ for my $i (0 .. 2)
 $dup->safe_psql('postgres', "SELECT snowflake_claim_worker('mistake')");
 $dup->safe_psql('postgres', "INSERT INTO events (node, payload) SELECT 4, 'dup' FROM generate_series(1, 100)");
 my @refused = $first->pg_version->major >= 18
-  ? ('conflict detected on relation "public.snowflake_workers": conflict=insert_exists',
+  ? ('conflict detected on relation "snowflake.snowflake_workers": conflict=insert_exists',
 	'Key already exists in unique index "snowflake_workers_pkey"')
   : ('duplicate key value violates unique constraint "snowflake_workers_pkey"');
 for my $n (@nodes)
@@ -260,7 +332,7 @@ $dup->stop;
 my $fourth = mesh_node('mesh4', 4);
 ($rc, $out, $err) = mesh('join', conn($fourth), conn($nodes[0]), conn($nodes[1]));
 isnt($rc, 0, 'the helper refuses to join a node to part of the mesh');
-like($err, qr/the members named are not the mesh/, 'and says so');
+like($err, qr/the nodes named are not the mesh/, 'and says so');
 is($fourth->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
 	'having changed nothing on the new node');
 
@@ -268,10 +340,11 @@ is($fourth->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
 my $odd = snowflake_node('mesh_odd', worker_id => 5, allows_streaming => 'logical');
 $odd->start;
 $odd->safe_psql('postgres',
-	'CREATE EXTENSION snowflake; CREATE TABLE events (id bigint PRIMARY KEY, node int, payload text)');
+	'CREATE EXTENSION snowflake; CREATE TABLE events (id bigint PRIMARY KEY, node int, payload text);'
+	  . 'CREATE TABLE notes (id bigint PRIMARY KEY, body text)');
 ($rc, $out, $err) = mesh('join', conn($odd), map { conn($_) } @nodes);
 isnt($rc, 0, 'a join whose copy fails (a column missing) fails');
-like($err, qr/the copy from the source failed.*\n.*HINT: .*\n.*the join was taken back/s, 'and says so');
+like($err, qr/the copy from the source failed.*\n.*HINT: .*\n.*the change was taken back/s, 'and says so');
 is($odd->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0',
 	'the new node\'s subscriptions are dropped');
 is(join(',', map { $_->safe_psql('postgres',
@@ -285,11 +358,32 @@ $odd->stop;
 # leaves while 1, 2 and 4 write
 @runs = (pgbench($nodes[0], 1, 2, 1500, 300), pgbench($nodes[1], 2, 2, 1500, 300),
 	pgbench($nodes[2], 3, 2, 400, 300));
+my $rival = mesh_node('mesh4_rival', 4);
 sleep 1;
-mesh_ok('node 4 joins while the others write',
-	'--name', 'mesh4', 'join', conn($fourth), map { conn($_) } @nodes);
+my ($jout, $jerr) = ('', '');
+my $join = IPC::Run::start([ 'bash', $mesh_script, '--timeout', '120', '--name', 'mesh4', 'join',
+		conn($fourth), map { conn($_) } @nodes ], '>', \$jout, '2>', \$jerr);
+# a second join, of another node with worker id 4, while the first holds
+# the mesh's lock: refused, and its undo leaves the first join alone
+ok($nodes[0]->poll_query_until('postgres', q{
+	SELECT obj_description(oid, 'pg_publication') LIKE 'snowflake-mesh lock: join of worker 4,%'
+	  FROM pg_publication WHERE pubname = 'snowflake_mesh'}), 'the join holds the mesh\'s lock on node 1');
+($rc, $out, $err) = mesh('join', conn($rival), map { conn($_) } @nodes);
+isnt($rc, 0, 'a second join while the first runs is refused');
+like($err, qr/in another change of the mesh: join of worker 4|the nodes named are not the mesh/, 'by the lock');
+# rows written on the joining node once its join has begun
+ok($fourth->poll_query_until('postgres', 'SELECT count(*) > 0 FROM pg_subscription'), 'the join has begun');
+$fourth->safe_psql('postgres', "INSERT INTO events (node, payload) SELECT 4, 'during join' FROM generate_series(1, 60)");
+ok($join->finish, 'node 4 joins while the others write') or diag("stdout: $jout\nstderr: $jerr");
+is($rival->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0', 'the refused node subscribes to nobody');
+is(join(',', map { $_->safe_psql('postgres', "SELECT count(*) FROM pg_subscription WHERE subname = 'snowflake_mesh_from_w4'") } @nodes),
+	'1,1,1', 'and every member keeps its subscription to the node that joined');
+$rival->stop;
 push @runs, pgbench($fourth, 4, 2, 600, 300);
 finished($runs[2]);
+($rc, $out, $err) = mesh('leave', conn($nodes[2]), conn($nodes[0]));
+isnt($rc, 0, 'leave refuses a member list that is not the whole mesh');
+like($err, qr/the nodes named are not the mesh/, 'and says so');
 mesh_ok('node 3 leaves while the others write',
 	'leave', conn($nodes[2]), map { conn($_) } $nodes[0], $nodes[1], $fourth);
 my $left = pop @nodes;
@@ -304,11 +398,39 @@ no_errors('a node joined and one left', @nodes);
 is(join(',', map { $_->safe_psql('postgres',
 	"SELECT count(*) FROM pg_replication_slots WHERE slot_name ~ '_w3_|_w3\$'") } @nodes, $left),
 	'0,0,0,0', 'no slot of the node that left is kept anywhere');
+is(join(',', map { $_->safe_psql('postgres', "SELECT count(*) FROM events WHERE payload = 'during join'") } @nodes),
+	'60,60,60', 'the rows written on node 4 during its join reached every node');
+status_whole('a node joined and one left', @nodes);
+
+# status sees a subscription disabled, and a node down, and still reports
+# every node it reaches
+$nodes[1]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w1 DISABLE');
+($rc, $out, $err) = status(@nodes);
+isnt($rc, 0, 'a subscription disabled: the mesh is not whole');
+like($err, qr/worker 2: snowflake_mesh_from_w1 is disabled/, 'status names it');
+$nodes[1]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w1 ENABLE');
+$fourth->stop('fast');
+($rc, $out, $err) = status(@nodes);
+isnt($rc, 0, 'a node down: the mesh is not whole');
+like($out, qr/cannot be reached/, 'status says which node it cannot reach');
+like($out, qr/worker 1 at .*worker 2 at /s, 'and reports the others');
+like($err, qr/slot snowflake_mesh_w1_to_w4 is inactive/, 'whose slots for it are idle');
+start_faked($fourth, '+0');
+# the lost connections counted as apply errors: reset, as README says
+$_->safe_psql('postgres', 'SELECT pg_stat_reset_subscription_stats(NULL)') for @nodes;
+my $whole;
+for (1 .. 60)
+{
+	($rc, $out, $err) = status(@nodes);
+	last if ($whole = $rc == 0);
+	sleep 1;
+}
+ok($whole, 'the node back: status finds the mesh whole again') or diag("stdout: $out\nstderr: $err");
 
 # 4. node 1 dies under load; its standby takes its place
 SKIP:
 {
-	skip 'failover slots need PostgreSQL 17', 11 unless $has_failover_slots;
+	skip 'failover slots need PostgreSQL 17', 12 unless $has_failover_slots;
 	$standby->poll_query_until('postgres', q{
 		SELECT count(*) = 2 FROM pg_replication_slots WHERE synced AND NOT temporary})
 	  or die 'the standby did not synchronize the mesh\'s slots';
@@ -340,6 +462,7 @@ SKIP:
 	is(join(',', map { scalar(() = slurp_file($_->logfile, $log_from{ $_->name })
 			=~ /duplicate key value|conflict detected/g) } @nodes),
 		'0,0,0', 'and no key conflict in any log');
+	status_whole('after the failover', @nodes);
 }
 
 $_->stop for @nodes, $left;
