@@ -196,13 +196,14 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 
 /*
  * How far ahead of the clock the policy lets the node's last ID be and
- * still issue IDs, by running ahead or by a wait; -1 for no limit.
+ * still issue IDs, by running ahead or by a wait.
  */
 int64
 generator_max_lead_ms(void)
 {
+	/* -1 runs ahead as far as the cap, no further */
 	if (snowflake_max_run_ahead_ms < 0)
-		return -1;
+		return RUN_AHEAD_CAP_MS;
 	return Max((int64) snowflake_max_run_ahead_ms,
 			   Max((int64) snowflake_max_clock_backward_ms, SNOWFLAKE_WINDOW_MS));
 }
@@ -415,6 +416,8 @@ generator_next(void)
 		}
 
 		id = layout_compose(l, tick, worker, seq);
+		/* pairs with the repair's write barrier: see mark_repair() */
+		pg_read_barrier();
 		if (unlikely((uint64) id > pg_atomic_read_u64(&snowflake_shared->extend_at)))
 		{
 			bool		must = (uint64) id > pg_atomic_read_u64(&snowflake_shared->reserved);

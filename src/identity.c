@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "catalog/pg_authid.h"
+#include "access/xlog.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "fmgr.h"
@@ -181,7 +182,16 @@ identity_shmem_init(void)
 	if (res == MARK_OK && f.status > IDENTITY_INHERITED)
 		res = MARK_BROKEN;
 	if (IsBinaryUpgrade)
+	{
+		/*
+		 * pg_upgrade starts the old cluster with -b too (its --check as
+		 * well): only the new one, which has no state file, is made by it,
+		 * and the old one's files stay as they are.
+		 */
+		if (state_present)
+			return;
 		r->status = IDENTITY_UPGRADED;
+	}
 	else if (res == MARK_ABSENT)
 	{
 		/* a node of a version before this file keeps its state file */
@@ -379,6 +389,12 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 				 errmsg("snowflake_confirm_node() works only where the library is preloaded"),
 				 errhint("Add 'snowflake' to shared_preload_libraries and restart the server.")));
 	settings_require_usable();
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("snowflake_confirm_node() cannot run during recovery"),
+				 errdetail("A standby is the node it follows; it needs no step."),
+				 errhint("Run it on the server that is to generate, once it is a primary.")));
 	if (!PG_ARGISNULL(0))
 	{
 		floor_id = PG_GETARG_INT64(0);

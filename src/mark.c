@@ -471,7 +471,8 @@ mark_legacy_gone(void)
 	snowflake_shared->legacy_state = LEGACY_GONE;
 	if (!snowflake_shared->state_broken)
 		(void) write_mark(snowflake_layout,
-						  Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->reserved)),
+						  Max(1, (int64) Max(pg_atomic_read_u64(&snowflake_shared->reserved),
+											 pg_atomic_read_u64(&snowflake_shared->last_id))),
 						  WARNING);
 	LWLockRelease(snowflake_shared->lock);
 }
@@ -626,9 +627,17 @@ mark_repair(int64 above, bool lower)
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
 	int64		legacy = 0;
-	int64		before;
+	int64		reserved = 0;
+	int64		bound;
+	int64		mark;
 
 	settings_require_usable();
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("snowflake state cannot be repaired during recovery"),
+				 errdetail("A standby takes its state from the reservations it replays."),
+				 errhint("Run it on the primary, or on this server once it is promoted.")));
 	if (above < 0 || above >= layout_max_id(l))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -650,13 +659,15 @@ mark_repair(int64 above, bool lower)
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
 	}
-	before = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	/* a reservation made before bounds IDs that backends may still issue */
+	if (!snowflake_shared->state_broken)
+		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	if (lower)
 	{
 		int64		undo = snowflake_shared->undo_floor;
 
 		if (undo <= 0 || snowflake_shared->state_broken ||
-			before != snowflake_shared->resumed_from)
+			(int64) pg_atomic_read_u64(&snowflake_shared->last_id) != snowflake_shared->resumed_from)
 		{
 			LWLockRelease(snowflake_shared->lock);
 			ereport(ERROR,
@@ -668,11 +679,18 @@ mark_repair(int64 above, bool lower)
 							   snowflake_shared->resumed_from),
 					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
 		}
-		/* a backend that read the old state must ask for a reservation */
+
+		/*
+		 * A backend that read the old state must ask for a reservation: the
+		 * barrier orders the lowered words before the lowered last ID, which
+		 * the generator reads first.
+		 */
 		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
 		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
+		pg_write_barrier();
 		pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) Max(above, undo));
 		snowflake_shared->undo_floor = 0;
+		reserved = 0;
 	}
 	(void) apply_floor(l, legacy);
 	if (snowflake_shared->state_broken &&
@@ -681,24 +699,36 @@ mark_repair(int64 above, bool lower)
 		LWLockRelease(snowflake_shared->lock);
 		refuse_broken();
 	}
+	bound = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id), reserved);
 	atomic_raise(&snowflake_shared->last_id, (uint64) above);
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	/* a raise remembers what bounds the IDs below it, the first one's */
-	if (!lower && last > before && before > 0 && !snowflake_shared->state_broken &&
-		snowflake_shared->undo_floor == 0)
-		snowflake_shared->undo_floor = before;
+	/* a raise remembers what bounds every ID below it, the first one's */
+	if (!lower && last > bound && bound > 0 && snowflake_shared->undo_floor == 0)
+		snowflake_shared->undo_floor = bound;
 
 	/*
-	 * A new file, whole, whatever the old one holds.  It reserves nothing
-	 * above the last ID: the keeper logs the next reservation first.
+	 * A new file, whole, whatever the old one holds, no longer pending.  It
+	 * covers the reservation in force, which backends may be using; beyond
+	 * that it reserves nothing above the last ID: the keeper logs the next
+	 * reservation first.
 	 */
+	mark = Max(Max(last, reserved), 1);
 	snowflake_shared->writes = 0;
-	(void) write_mark(l, Max(last, 1), ERROR);
-
-	pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) last);
-	pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) last);
-	snowflake_shared->resumed_from = last;
 	snowflake_shared->floor_done = true;
+	if (!write_mark(l, mark, WARNING))
+	{
+		LWLockRelease(snowflake_shared->lock);
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write snowflake state file \"%s\"", SNOWFLAKE_MARK_FILE),
+				 errhint("The server log says why; the node goes on refusing until a repair succeeds.")));
+	}
+	if (reserved <= last)
+	{
+		pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) last);
+		pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) last);
+	}
+	snowflake_shared->resumed_from = last;
 	snowflake_shared->state_broken = false;
 	snowflake_shared->state_problem[0] = '\0';
 	LWLockRelease(snowflake_shared->lock);

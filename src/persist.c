@@ -16,8 +16,9 @@
  * always held a good record once: an empty or unreadable one is damage,
  * not a first start.
  *
- * The files are not WAL-logged: a server whose library is removed from
- * shared_preload_libraries ignores them and starts.
+ * The files themselves are not WAL-logged (the reservations are, by
+ * wal.c); a record written by an earlier version may be shorter than
+ * today's, and its missing fields read as 0.
  *
  *-------------------------------------------------------------------------
  */
