@@ -334,3 +334,49 @@ REVOKE ALL ON FUNCTION snowflake.snowflake_workers_arrived() FROM PUBLIC;
 
 CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake.snowflake_workers
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_workers_arrived();
+
+--
+-- Last, the schema the extension ended up in, by OID: it was checked by
+-- name at the start, but another role might have made or swapped it since
+-- (a schema made between two statements, a rename and back).  Only
+-- superusers may own it or create in it, and it holds nothing that is not
+-- the extension's own.
+--
+DO $$
+DECLARE
+	ext oid;
+	nsp oid;
+	bad text;
+	foreign_objects text;
+BEGIN
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	SELECT e.oid, e.extnamespace INTO ext, nsp FROM pg_extension e WHERE e.extname = 'snowflake';
+	SELECT string_agg(format('%s %s', CASE WHEN e.grantee = 0 THEN 'PUBLIC'
+											ELSE quote_ident(r.rolname) END,
+							 CASE WHEN e.privilege_type IS NULL THEN 'owns it'
+								  ELSE 'may create in it' END), ', ')
+	INTO bad
+	FROM pg_namespace n
+		 CROSS JOIN LATERAL (SELECT n.nspowner AS grantee, NULL::text AS privilege_type
+							 UNION ALL
+							 SELECT a.grantee, a.privilege_type FROM aclexplode(n.nspacl) a
+							 WHERE a.privilege_type = 'CREATE') e
+		 LEFT JOIN pg_roles r ON r.oid = e.grantee
+	WHERE n.oid = nsp AND NOT coalesce(r.rolsuper, false);
+	SELECT string_agg(pg_describe_object(d.classid, d.objid, d.objsubid), ', ')
+	INTO foreign_objects
+	FROM pg_depend d
+	WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
+	  AND NOT EXISTS (SELECT FROM pg_depend m
+					  WHERE m.classid = d.classid AND m.objid = d.objid
+						AND m.refclassid = 'pg_extension'::regclass AND m.refobjid = ext
+						AND m.deptype = 'e');
+	IF bad IS NOT NULL OR foreign_objects IS NOT NULL THEN
+		RAISE EXCEPTION 'schema % is not safe for the extension snowflake', nsp::regnamespace
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = CASE WHEN bad IS NOT NULL
+							   THEN format('Only superusers may own or create in it, but %s.', bad)
+							   ELSE format('It holds objects that are not the extension''s: %s.', foreign_objects) END,
+				  HINT = 'Drop or rename that schema (or move those objects out of it), then run the command again as a superuser; CREATE EXTENSION makes the schema itself.';
+	END IF;
+END $$;
