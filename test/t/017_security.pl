@@ -285,5 +285,26 @@ is(super('old', "SELECT has_function_privilege('carol', 'snowflake.decimal_id_ne
 
 is(rolsuper('bob') . rolsuper('carol'), 'ff', 'in the end, neither role is superuser');
 
+
+# --- a superuser's schema that holds another role's object --------------
+# A schema snowflake owned by a superuser, where carol could create once:
+# her overload, taken for untyped literals, would run as the superuser
+# converting a table.  The install refuses the schema, by its contents.
+super('postgres', 'CREATE DATABASE planted');
+super('planted', q{
+	CREATE SCHEMA snowflake;
+	GRANT CREATE, USAGE ON SCHEMA snowflake TO carol;
+});
+($ok, $out, $err) = as_role('carol', 'planted',
+	payload('snowflake', 'snowflake_convert_column', 'tbl text, col text', 'text', "'planted'"));
+ok($ok, 'carol planted an overload while she could create there') or diag($err);
+super('planted', 'REVOKE CREATE ON SCHEMA snowflake FROM carol');
+($ok, $out, $err) = as_role($su, 'planted', 'CREATE EXTENSION snowflake');
+ok(!$ok && $err =~ /42501/ && $err =~ /holds objects that are not the extension's/,
+	'CREATE EXTENSION refuses a schema that holds another role\'s object') or diag($err);
+is(super('planted', "SELECT count(*) FROM pg_extension WHERE extname = 'snowflake'"), '0',
+	'and leaves nothing behind');
+is(rolsuper('carol'), 'f', 'carol is not superuser');
+
 $node->stop;
 done_testing();
