@@ -40,7 +40,7 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/state.h src/wal.h \
-	src/identity.o
+	src/identity.h
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

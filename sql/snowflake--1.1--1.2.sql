@@ -367,6 +367,7 @@ BEGIN
 	INTO foreign_objects
 	FROM pg_depend d
 	WHERE d.refclassid = 'pg_namespace'::regclass AND d.refobjid = nsp
+	  AND NOT (d.classid = 'pg_extension'::regclass AND d.objid = ext)
 	  AND NOT EXISTS (SELECT FROM pg_depend m
 					  WHERE m.classid = d.classid AND m.objid = d.objid
 						AND m.refclassid = 'pg_extension'::regclass AND m.refobjid = ext
