@@ -204,8 +204,9 @@ $plain->init_from_backup($node, 'base', has_restoring => 1, standby => 0);
 $plain->append_conf('postgresql.conf',
 	"shared_preload_libraries = ''\nrecovery_target_timeline = 'current'\n");
 # pg_ctl may see the server accept read-only connections before replay
-# reaches the first record: wait for the server to go
-$plain->start(fail_ok => 1);
+# reaches the first record, and the server may be gone again before the
+# harness reads its pid: start it by hand and wait for it to go
+system_log('pg_ctl', '-w', '-D', $plain->data_dir, '-l', $plain->logfile, 'start');
 for (1 .. 600)
 {
 	last unless -f $plain->data_dir . '/postmaster.pid';
