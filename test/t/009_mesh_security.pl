@@ -1,7 +1,10 @@
 # snowflake-mesh run by a superuser against databases a hostile role owns:
 # a table renamed to SQL text, a database search_path that puts the
-# owner's functions before pg_catalog, and passwords, which must never
-# reach the process list or the helper's output.  The owner, mallory, must
+# owner's functions before pg_catalog, a view planted under a mesh
+# table's name on one node, the schema snowflake or the publication
+# snowflake_mesh in the owner's hands, and passwords, which must never
+# reach the process list or the helper's output (also in URIs that
+# libpq reads differently from a glance).  The owner, mallory, must
 # gain nothing: rolsuper stays false and no role appears.  On PostgreSQL
 # 15 the helper refuses to make a mesh, and its probe must not fall into
 # the trap either.
@@ -159,13 +162,64 @@ is($leaks, 0, 'and never showed the password');
 # printed
 for my $c ("postgresql://meshop:$secret\@/shop?host=$host&port=$port",
 	"host=$host port=$port dbname=shop user=meshop password = '$secret'",
-	"host=$host port=$port dbname=shop user=meshop password=$secret")
+	"host=$host port=$port dbname=shop user=meshop password=$secret",
+	# libpq ends the user part only at @ or /, and decodes parameter names
+	"postgresql://meshop:x?$secret\@/shop?host=$host&port=$port",
+	"postgresql:///shop?host=$host&port=$port&user=meshop&pass%77ord=$secret")
 {
 	($rc, $out, $err) = mesh({}, 'status', $c, conn($n2));
 	isnt($rc, 0, 'a connection string with a password is refused');
 	like($err, qr/carries a password/, 'with the reason');
 	is(index("$out$err", $secret), -1, 'and without printing the password') or diag("$out\n$err");
 }
+
+# 3. what mallory may plant on one node for a superuser to run there: a
+# view under a mesh table's name whose function makes her superuser
+my $qi = '"' . ($evil =~ s/"/""/gr) . '"';
+$n2->safe_psql('shop', qq{
+	SET ROLE mallory;
+	CREATE FUNCTION public.grab() RETURNS int LANGUAGE plpgsql AS \$f\$
+	BEGIN
+		BEGIN EXECUTE 'ALTER ROLE mallory SUPERUSER'; EXCEPTION WHEN OTHERS THEN NULL; END;
+		RETURN 1;
+	END \$f\$;
+	ALTER TABLE public.$qi RENAME TO items_real;
+	CREATE VIEW public.$qi AS SELECT id, v FROM public.items_real WHERE public.grab() = 1});
+($rc, $out, $err) = mesh({}, '--rows', 'status', conn($n1), conn($n2), conn($n3));
+isnt($rc, 0, 'status --rows refuses a view under a mesh table\'s name');
+like($err, qr/is not a table/, 'and says why') or diag("$out\n$err");
+nothing_gained('status --rows on a planted view', $n1, $n2, $n3);
+$n2->safe_psql('shop', qq{SET ROLE mallory; DROP VIEW public.$qi; ALTER TABLE public.items_real RENAME TO $qi});
+
+# a table whose owner's policies would hide rows from its owner: the
+# helper could not see them all
+$n2->safe_psql('shop', qq{SET ROLE mallory; ALTER TABLE public.$qi ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY});
+($rc, $out, $err) = mesh({}, '--rows', 'status', conn($n1), conn($n2), conn($n3));
+isnt($rc, 0, 'status --rows refuses a table that forces row level security');
+like($err, qr/row level security/, 'and says why') or diag("$out\n$err");
+$n2->safe_psql('shop', qq{SET ROLE mallory; ALTER TABLE public.$qi NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY});
+
+# the extension's schema in the hands of a role that is not a superuser
+$n2->safe_psql('shop', 'ALTER SCHEMA snowflake OWNER TO mallory');
+($rc, $out, $err) = mesh({}, 'status', conn($n1), conn($n2), conn($n3));
+isnt($rc, 0, 'a node whose schema snowflake mallory owns is refused');
+like("$out$err", qr/schema snowflake/, 'and the reason names the schema') or diag("$out\n$err");
+$n2->safe_psql('shop', 'ALTER SCHEMA snowflake OWNER TO CURRENT_USER; GRANT CREATE ON SCHEMA snowflake TO mallory');
+($rc, $out, $err) = mesh({}, 'status', conn($n1), conn($n2), conn($n3));
+isnt($rc, 0, 'so is one where mallory may create in it');
+$n2->safe_psql('shop', 'REVOKE CREATE ON SCHEMA snowflake FROM mallory');
+
+# the mesh's publication in mallory's hands: she would choose what it
+# publishes and write the lock that abort reads
+$n2->safe_psql('shop', 'ALTER PUBLICATION snowflake_mesh OWNER TO mallory');
+($rc, $out, $err) = mesh({}, 'status', conn($n1), conn($n2), conn($n3));
+isnt($rc, 0, 'a publication snowflake_mesh that mallory owns is refused');
+like("$out$err", qr/publication snowflake_mesh is owned by a role that is not a superuser/, 'and says why')
+  or diag("$out\n$err");
+$n2->safe_psql('shop', 'ALTER PUBLICATION snowflake_mesh OWNER TO CURRENT_USER');
+($rc, $out, $err) = mesh({}, '--rows', 'status', conn($n1), conn($n2), conn($n3));
+is($rc, 0, 'all put back, the mesh is whole again') or diag("$out\n$err");
+nothing_gained('the end', $n1, $n2, $n3);
 
 $_->stop for $n1, $n2, $n3;
 done_testing();
