@@ -241,7 +241,9 @@ like($err, qr/the nodes' rows differ/, 'the rows differ, and status says so');
 like($out, qr/public\.events: \d+ rows, md5 \w+\n.*public\.events/s, 'with each node\'s checksum');
 if ($first->pg_version->major >= 18)
 {
-	like($err, qr/warning: worker [12]: snowflake_mesh_from_w[12] met \d+ conflicts/, '18+: and the conflict counted by the subscriptions');
+	# every node applied an update of a row another node changed last;
+	# which node's statistics are flushed first is up to timing
+	like($err, qr/warning: worker [123]: snowflake_mesh_from_w[123] met \d+ conflicts/, '18+: and the conflict counted by the subscriptions');
 }
 # repaired as README says: the row written again on one node
 $nodes[0]->safe_psql('postgres', "UPDATE events SET payload = 'repaired' WHERE id = $row");
