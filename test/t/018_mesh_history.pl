@@ -72,7 +72,9 @@ sub mesh_finish
 {
 	my ($r) = @_;
 	$r->{h}->finish;
-	return ($? >> 8, ${ $r->{out} }, ${ $r->{err} });
+	# a helper killed by a signal has no exit code: never take it for 0
+	my $rc = ($? & 127) ? 128 + ($? & 127) : $? >> 8;
+	return ($rc, ${ $r->{out} }, ${ $r->{err} });
 }
 
 my %members;						# worker => node
