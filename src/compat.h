@@ -47,6 +47,13 @@ typedef RepOriginId compat_origin_id;
 #define COMPAT_INVALID_ORIGIN	InvalidRepOriginId
 #endif
 
+/* 18 gave origins their own count of state slots */
+#if PG_VERSION_NUM >= 180000
+#define compat_origin_slots() (max_active_replication_origins)
+#else
+#define compat_origin_slots() (max_replication_slots)
+#endif
+
 /*
  * The lock on pg_replication_origin under which an origin is dropped: 16
  * made it weaker, with a lock on the origin itself

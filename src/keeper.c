@@ -14,6 +14,13 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -37,8 +44,9 @@ static uint32 wait_event_keeper = 0;
  * The origin worker: reads the replication origin through which 1.1 logged
  * reservations, once in the life of a data directory, and drops it once a
  * record of ours covers it.  The catalog of origins is read through the
- * relation cache, which needs a database: this worker connects to
- * "postgres" for the few moments it runs, so that the keeper needs none.
+ * relation cache, which needs a database: this worker connects to the one
+ * the keeper chose (origin_database()) for the few moments it runs, so
+ * that the keeper needs none.
  */
 void
 snowflake_origin_main(Datum arg)
@@ -48,12 +56,20 @@ snowflake_origin_main(Datum arg)
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection("postgres", NULL, 0);
+	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(arg), InvalidOid, 0);
 
 	/* never waits on the catalog's lock: a replication command may hold it */
 	while ((r = wal_legacy_mark(&mark)) == LEGACY_BUSY)
 		(void) WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
 						 PG_WAIT_EXTENSION);
+	if (r == LEGACY_UNREADABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake cannot read the progress of replication origin \"%s\"",
+						SNOWFLAKE_LEGACY_ORIGIN),
+				 errdetail("The origin through which version 1.1 logged its reservations exists, but the server has no state slots for replication origins, so its progress was not restored."),
+				 errhint("Set %s to at least 1 and restart the server once; the origin is then read and dropped.",
+						 PG_VERSION_NUM >= 180000 ? "max_active_replication_origins" : "max_replication_slots")));
 	if (r == LEGACY_FOUND)
 	{
 		mark_legacy_found(true, mark);
@@ -71,13 +87,61 @@ snowflake_origin_main(Datum arg)
 	proc_exit(0);
 }
 
+/*
+ * The database the origin worker connects to: "postgres", or where it is
+ * gone the first other one that takes connections, template1 last (a
+ * connection to a template keeps CREATE DATABASE from copying it).
+ * InvalidOid if none does.  The keeper reads only the shared catalog.
+ */
+static Oid
+origin_database(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	Oid			best = InvalidOid;
+	int			best_rank = 3;
+
+	StartTransactionCommand();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		int			rank;
+
+		if (!db->datallowconn || database_is_invalid_form(db))
+			continue;
+		rank = strcmp(NameStr(db->datname), "postgres") == 0 ? 0 :
+			db->datistemplate ? 2 : 1;
+		if (rank < best_rank || (rank == best_rank && db->oid < best))
+		{
+			best = db->oid;
+			best_rank = rank;
+		}
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	return best;
+}
+
 /* Start the origin worker; NULL if it cannot be started. */
 static BackgroundWorkerHandle *
 start_origin_worker(void)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle = NULL;
+	Oid			db = origin_database();
 
+	if (!OidIsValid(db))
+	{
+		ereport(WARNING,
+				(errmsg("snowflake cannot look for replication origin \"%s\": no database accepts connections",
+						SNOWFLAKE_LEGACY_ORIGIN),
+				 errhint("Allow connections to a database, such as postgres, with ALTER DATABASE ... ALLOW_CONNECTIONS true.")));
+		return NULL;
+	}
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
@@ -86,6 +150,7 @@ start_origin_worker(void)
 	strlcpy(worker.bgw_function_name, "snowflake_origin_main", BGW_MAXLEN);
 	strlcpy(worker.bgw_name, "snowflake origin check", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "snowflake origin check", BGW_MAXLEN);
+	worker.bgw_main_arg = ObjectIdGetDatum(db);
 	worker.bgw_notify_pid = MyProcPid;
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 		return NULL;
@@ -123,8 +188,8 @@ snowflake_keeper_main(Datum arg)
 		bool		origin_failed;
 
 		/*
-		 * The origin worker ended without an answer, or never started (the
-		 * database "postgres" gone, say): say so, and try again every ten
+		 * The origin worker ended without an answer, or never started (its
+		 * database dropped meanwhile, say): say so, and try again every ten
 		 * seconds.
 		 */
 		origin_failed = mark_legacy_wanted() &&

@@ -501,7 +501,7 @@ mark_keeper_start(bool legacy_failed)
 	{
 		if (legacy_failed)
 			strlcpy(snowflake_shared->keeper_problem,
-					"the floor after recovery needs replication origin \"" SNOWFLAKE_LEGACY_ORIGIN "\", and the worker that reads it from database \"postgres\" failed (see the server log)",
+					"the floor after recovery needs replication origin \"" SNOWFLAKE_LEGACY_ORIGIN "\", and the worker that reads it failed (see the server log)",
 					sizeof(snowflake_shared->keeper_problem));
 		return;
 	}
@@ -646,12 +646,27 @@ mark_repair(int64 above, bool lower)
 				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
 						   layout_max_id(l))));
 
-	if (wal_legacy_mark(&legacy) == LEGACY_BUSY)
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("snowflake cannot read replication origin \"%s\": its catalog is locked",
-						SNOWFLAKE_LEGACY_ORIGIN),
-				 errhint("Try again once the command holding the lock on pg_replication_origin has finished.")));
+	switch (wal_legacy_mark(&legacy))
+	{
+		case LEGACY_BUSY:
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("snowflake cannot read replication origin \"%s\": its catalog is locked",
+							SNOWFLAKE_LEGACY_ORIGIN),
+					 errhint("Try again once the command holding the lock on pg_replication_origin has finished.")));
+			break;
+		case LEGACY_UNREADABLE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("snowflake cannot read the progress of replication origin \"%s\"",
+							SNOWFLAKE_LEGACY_ORIGIN),
+					 errdetail("The server has no state slots for replication origins, so the progress was not restored."),
+					 errhint("Set %s to at least 1, restart the server and repair again.",
+							 PG_VERSION_NUM >= 180000 ? "max_active_replication_origins" : "max_replication_slots")));
+			break;
+		default:
+			break;
+	}
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	if (snowflake_shared->state_broken && snowflake_shared->prev_layout[0] != '\0' &&
 		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)

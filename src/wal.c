@@ -139,9 +139,14 @@ wal_legacy_mark(int64 *mark)
 		origin = replorigin_by_name(SNOWFLAKE_LEGACY_ORIGIN, true);
 		if (origin != COMPAT_INVALID_ORIGIN)
 		{
-			/* 0 where no state slot holds it (max_replication_slots = 0) */
 			*mark = (int64) replorigin_get_progress(origin, false);
-			result = LEGACY_FOUND;
+
+			/*
+			 * Without state slots for origins, progress is neither restored
+			 * at start nor replayed: 0 then means unknown, not none.
+			 */
+			result = (*mark == 0 && compat_origin_slots() == 0) ?
+				LEGACY_UNREADABLE : LEGACY_FOUND;
 		}
 		UnlockRelationOid(ReplicationOriginRelationId, AccessShareLock);
 	}

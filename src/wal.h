@@ -29,7 +29,9 @@ typedef enum LegacyOrigin
 {
 	LEGACY_NONE,				/* there is no such origin */
 	LEGACY_FOUND,				/* it exists; *mark is its progress */
-	LEGACY_BUSY					/* its catalog is locked: ask again later */
+	LEGACY_BUSY,				/* its catalog is locked: ask again later */
+	LEGACY_UNREADABLE			/* it exists, but no state slot holds its
+								 * progress */
 } LegacyOrigin;
 
 extern void wal_register(wal_redo_hook redo);
