@@ -215,6 +215,25 @@ is($new->safe_psql('postgres', "SELECT count(*) FROM events WHERE payload = 'dur
 	'every row written during the join is on the new node');
 status_whole('the join retried', @nodes);
 
+# a node whose worker id another system claimed in the mesh (a node that
+# left keeps its claim) is refused before anything is made, even when it
+# claimed and issued IDs first: its IDs never meet the mesh's
+my $other = node(5);
+$other->safe_psql('postgres', "SELECT snowflake_claim_worker('other 5'); SELECT snowflake_nextval() FROM generate_series(1, 10)");
+$nodes[1]->safe_psql('postgres', q{
+	INSERT INTO snowflake_workers (worker_id, system_identifier, node_name)
+	VALUES (5, (SELECT system_identifier FROM pg_control_system()) + 1, 'gone 5')});
+$_->poll_query_until('postgres', 'SELECT EXISTS (SELECT FROM snowflake_workers WHERE worker_id = 5)') for @nodes;
+($rc, $out, $err) = mesh('join', conn($other), map { conn($_) } @nodes);
+isnt($rc, 0, 'a node whose worker id is claimed in the mesh by another system: join refused');
+like($err, qr/worker id 5 is already claimed in the mesh by another system/, 'and says why');
+is($other->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0', 'nothing made on it');
+is(join(',', map { $_->safe_psql('postgres', "SELECT count(*) FROM pg_subscription WHERE subname = 'snowflake_mesh_from_w5'") } @nodes),
+	'0,0,0,0', 'nor on the members');
+$other->stop;
+$nodes[1]->safe_psql('postgres', 'DELETE FROM snowflake_workers WHERE worker_id = 5');
+$_->poll_query_until('postgres', 'SELECT NOT EXISTS (SELECT FROM snowflake_workers WHERE worker_id = 5)') for @nodes;
+
 # 3. a slot invalidated while its subscriber was down: node 1 keeps at
 # most 1 MB of WAL for its slots, and node 3 is stopped while node 1
 # writes and checkpoints
