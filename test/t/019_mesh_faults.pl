@@ -126,6 +126,7 @@ like($err, qr/worker 2: snowflake_mesh_from_w1 had \d+ table synchronization err
 like($err, qr/worker 2: snowflake_mesh_from_w1 has 1 tables not yet synchronized/,
 	'and the table not synchronized');
 like($err, qr/the mesh of workers \[1 2 3\] is not whole/, 'the mesh is not whole');
+like($out, qr/worker 3: public\.extra: missing/, '--rows: the table published on node 1 is missing on node 3');
 # taken back: the table leaves the publication and the subscription
 $nodes[0]->safe_psql('postgres', 'ALTER PUBLICATION snowflake_mesh DROP TABLE extra');
 $nodes[1]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w1 REFRESH PUBLICATION');
