@@ -196,6 +196,12 @@ is($rc, 0, 'its lock cleared with unlock') or diag("stdout: $out\nstderr: $err")
 $nodes[0]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w3 ENABLE');
 $_->safe_psql('postgres', 'SELECT pg_stat_reset_subscription_stats(NULL)') for @nodes;
 status_whole('node 3 back, the leftovers removed', @nodes);
+# named beside the members, the node that did not join is no member:
+# every subscription it and they lack is named
+($rc, $out, $err) = status(@nodes, $new);
+is($rc, 1, 'status of the members and the node that did not join exits 1');
+like($err, qr/worker 4: subscription snowflake_mesh_from_w1 is missing/, 'the new node\'s subscriptions are missing');
+like($err, qr/worker 2: subscription snowflake_mesh_from_w4 is missing/, 'and the members\' to it');
 # the join again, while the members write: it completes and the mesh
 # converges
 my @load = map {
