@@ -2,7 +2,8 @@
 #
 #   make demo       install what is missing, build, start a throwaway server, show IDs
 #   make test       the same set-up, then every regression and TAP test
-#   make bench      the benchmark suite (make bench-quick: a smoke run)
+#   make bench      the benchmark suite (make bench-quick: a smoke run); PG_MAJOR=NN
+#                   runs it on that version, in its Debian chroot if this machine lacks it
 #   make bench-mesh three nodes in an active-active mesh, measured (PostgreSQL 17)
 #   make deb        build the Debian package, install it, test it
 #   make torture    the random fault-history checker: SEEDS=N histories (100)

@@ -4,8 +4,9 @@
 # clean copy of the sources with that version's pg_config (a build with a
 # warning counts as a failure), installs it, runs the pg_regress tests on a
 # throwaway server with the library preloaded and the not-preloaded test on
-# one without it, the TAP tests, and builds, installs and tests the Debian
-# package.  Expects its packages to be there already.  Ends with one line:
+# one without it, the TAP tests, the benchmark's smoke run, and builds,
+# installs and tests the Debian package.  Expects its packages to be there
+# already.  Ends with one line:
 # "PostgreSQL NN: N passed, M failed".  Removes its files when everything
 # passed, and otherwise says where they are.
 . "$(dirname "$0")/lib.sh"
@@ -135,7 +136,37 @@ passed=$((passed + tests - tfail))
 failed=$((failed + tfail))
 parts+=("TAP: $((tests - tfail)) of $tests passed")
 
-# 4. the Debian package: built for this version, installed, and the
+# 4. the benchmark's smoke run: the whole suite, shortened, on this
+# version.  It asserts that every section ran and is in the report, and no
+# timing.
+say "PostgreSQL $PG_MAJOR: benchmark suite, quick run"
+# bench_report_ok REPORT: every section there, and the UUIDv7 peer this
+# version has (its own uuidv7() from 18 on).  A pgbench run that reports
+# an error stops the suite; one that a busy machine let finish nothing in
+# its second is no failure of the code.
+bench_report_ok() {
+	local md=$1 h uv7='UUIDv7 in SQL'
+	[ "$PG_MAJOR" -lt 18 ] || uv7='uuidv7()'
+	for h in 'Bulk generation, one backend' 'Concurrent generation' \
+		'Single-row inserts, synchronous_commit = on' 'Single-row inserts, synchronous_commit = off' \
+		'Primary key index after' 'Bulk load of' 'Blocks of IDs' 'Targets'; do
+		grep -q "^### $h" "$md" || { echo "not ok: the report has no section \"$h\""; return 1; }
+	done
+	grep -qF "| $uv7 |" "$md" || { echo "not ok: the report has no row for $uv7"; return 1; }
+}
+if QUICK=1 BENCH_OUT="$WORK/bench" bash "$B/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
+	bench_report_ok "$WORK/bench/latest.md"; then
+	echo "ok: the benchmark ran every section and wrote its report"
+	passed=$((passed + 1))
+	parts+=("benchmark smoke run: ok")
+else
+	tail -n 30 "$WORK/bench.log"
+	echo "not ok: the benchmark's smoke run"
+	failed=$((failed + 1))
+	parts+=("benchmark smoke run: FAILED")
+fi
+
+# 5. the Debian package: built for this version, installed, and the
 # regression suite run against it
 say "PostgreSQL $PG_MAJOR: Debian package"
 if DEB_OUT="$WORK" bash "$SRC/test/deb.sh" >"$WORK/deb.log" 2>&1; then

@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 # report.pl CSV OUTDIR: the benchmark's markdown tables, its verdict on the
-# targets, and two charts drawn with gnuplot.
+# targets, and two charts drawn with gnuplot when it is installed.
 use strict;
 use warnings;
 use List::Util qw(min);
@@ -17,6 +17,13 @@ while (<$in>)
 	$v{$section}{$gen}{$setting} = $value;
 }
 close $in;
+
+my %meta = map { $_ => $v{meta}{$_}{1} } keys %{ $v{meta} };
+# the UUIDv7 every section measured: uuidv7() or the one in SQL
+my $uv7 = $meta{uuidv7} // 'UUIDv7 in SQL';
+my @keys = qw(bigserial snowflake uuid uuidv7);
+my %key_name = (bigserial => 'bigserial', snowflake => 'snowflake_nextval()',
+	uuid => 'gen_random_uuid()', uuidv7 => $uv7);
 
 sub fmt
 {
@@ -39,15 +46,35 @@ sub ok_ratio
 	my ($x, $y, $min) = @_;
 	return defined $x && defined $y && $x ne '' && $y ne '' && $y > 0 && $x / $y >= $min;
 }
+sub mb
+{
+	my $x = shift;
+	return 'failed' unless defined $x && $x ne '' && $x > 0;
+	return sprintf '%.1f MB', $x / 1048576;
+}
+sub pct
+{
+	my $x = shift;
+	return 'failed' unless defined $x && $x ne '' && $x > 0;
+	return sprintf '%.1f%%', $x;
+}
+sub ns_per_id
+{
+	my $x = shift;
+	return 'failed' unless defined $x && $x ne '' && $x > 0;
+	return sprintf '%.1f ns', 1e9 / $x;
+}
 
 my $b = $v{bulk};
 my $seq = $b->{'nextval()'}{1};
 my $floor = $b->{'C function call (floor)'}{1};
 my $md = '';
-$md .= sprintf "Measured %s on %s, PostgreSQL 15, %d cores; %s.\n\n",
-  scalar(gmtime), ($ENV{QUICK} ? 'a quick smoke run' : 'a full run'),
-  `nproc` + 0,
-  "median of $ENV{REPEATS} repeats, $ENV{N} calls per bulk run, $ENV{SECONDS_PER_RUN} s per pgbench run";
+$md .= sprintf "Measured %s on PostgreSQL %s, %d cores; %s in %s s; %s.\n\n",
+  $meta{date} // scalar(gmtime), $meta{server_version} // '(unknown version)',
+  $meta{cores} // `nproc` + 0,
+  ($ENV{QUICK} ? 'a quick smoke run' : 'a full run'), $ENV{SUITE_SECONDS} // '?',
+  "median of $ENV{REPEATS} repeats, $ENV{N} calls per bulk run, $ENV{SECONDS_PER_RUN} s per pgbench run; "
+  . "the UUIDv7 measured is $uv7";
 
 $md .= "### Bulk generation, one backend\n\n`SELECT count(f()) FROM generate_series(1, N)`\n\n";
 $md .= "| generator | IDs/s | vs nextval() | vs C function call |\n|---|---:|---:|---:|\n";
@@ -59,7 +86,7 @@ for my $g (@bulk_order)
 
 my $c = $v{concurrent};
 $md .= "\n### Concurrent generation (aggregate IDs/s)\n\n| generator | 1 | 2 | 4 | 8 | 8 vs 1 |\n|---|---:|---:|---:|---:|---:|\n";
-for my $g ('snowflake_nextval()', 'snowflake_nextval(), run-ahead', 'nextval()')
+for my $g ('snowflake_nextval()', 'snowflake_nextval(), run-ahead', 'nextval()', $uv7)
 {
 	$md .= "| $g | " . join(' | ', map { fmt($c->{$g}{$_}) } 1, 2, 4, 8)
 	  . ' | ' . ratio($c->{$g}{8}, $c->{$g}{1}) . " |\n";
@@ -70,9 +97,9 @@ for my $sc ('on', 'off')
 	my $i = $v{"insert_sync_$sc"};
 	$md .= "\n### Single-row inserts, synchronous_commit = $sc (TPS, and ratio to bigserial)\n\n";
 	$md .= "| key | 1 client | 4 clients | 16 clients |\n|---|---:|---:|---:|\n";
-	for my $t (qw(bigserial snowflake uuid uuidv7))
+	for my $t (@keys)
 	{
-		$md .= "| $t | " . join(' | ', map {
+		$md .= "| $key_name{$t} | " . join(' | ', map {
 			sprintf '%s (%s)', fmt(sprintf '%.0f', $i->{$t}{$_} || 0), ratio($i->{$t}{$_}, $i->{bigserial}{$_})
 		} 1, 4, 16) . " |\n";
 	}
@@ -83,10 +110,61 @@ my $dn = $v{index_density};
 my ($rows) = keys %{ $ix->{bigserial} };
 $md .= "\n### Primary key index after " . fmt($rows) . " rows (4 clients, batches of 1000)\n\n";
 $md .= "| key | size | vs bigserial | leaf density |\n|---|---:|---:|---:|\n";
-for my $t (qw(bigserial snowflake uuid uuidv7))
+for my $t (@keys)
 {
-	$md .= sprintf "| %s | %.1f MB | %s | %.1f%% |\n", $t, ($ix->{$t}{$rows} || 0) / 1048576,
-	  ratio($ix->{$t}{$rows}, $ix->{bigserial}{$rows}), $dn->{$t}{$rows} || 0;
+	$md .= sprintf "| %s | %s | %s | %s |\n", $key_name{$t}, mb($ix->{$t}{$rows}),
+	  ratio($ix->{$t}{$rows}, $ix->{bigserial}{$rows}), pct($dn->{$t}{$rows});
+}
+
+# bulk loads: time (lower is better) as a ratio to bigserial's
+my ($lrows) = keys %{ $v{load_insert}{bigserial} // {} };
+$lrows //= $ENV{LOAD_ROWS} // 0;
+$md .= "\n### Bulk load of " . fmt($lrows) . " rows into an empty table, the key from its default\n\n";
+$md .= "`INSERT INTO t (v) SELECT i FROM generate_series(1, N) i` and `COPY t (v) FROM 'file'`, once each, after a checkpoint; "
+  . "time as a ratio to bigserial's (lower is faster), and the primary key afterwards\n\n";
+$md .= "| key | INSERT ... SELECT | vs bigserial | COPY | vs bigserial | index after COPY | vs bigserial | leaf density |\n";
+$md .= "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+my ($li, $lc) = ($v{load_insert}, $v{load_copy});
+my ($lci, $lcd) = ($v{load_copy_index}, $v{load_copy_density});
+for my $t (@keys)
+{
+	$md .= sprintf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $key_name{$t},
+	  map({ defined $_ && $_ > 0 ? sprintf('%.2f s', $_ / 1000) : 'failed' } $li->{$t}{$lrows}),
+	  ratio($li->{$t}{$lrows}, $li->{bigserial}{$lrows}),
+	  map({ defined $_ && $_ > 0 ? sprintf('%.2f s', $_ / 1000) : 'failed' } $lc->{$t}{$lrows}),
+	  ratio($lc->{$t}{$lrows}, $lc->{bigserial}{$lrows}),
+	  mb($lci->{$t}{$lrows}), ratio($lci->{$t}{$lrows}, $lci->{bigserial}{$lrows}), pct($lcd->{$t}{$lrows});
+}
+my ($lii, $lid) = ($v{load_insert_index}, $v{load_insert_density});
+$md .= "\nThe index after INSERT ... SELECT: "
+  . join('; ', map { "$key_name{$_} " . mb($lii->{$_}{$lrows}) . ' (' . pct($lid->{$_}{$lrows}) . ')' } @keys) . ".\n";
+
+# blocks of n: IDs/s per ID, against nextval() stepping by n
+my $bl = $v{blocks} // {};
+my $bfloor = $bl->{'C function call (floor)'}{1};
+$md .= "\n### Blocks of IDs, one call per block\n\n";
+if (exists $bl->{skipped} || !$bfloor)
+{
+	$md .= "Skipped: the build measured has no `snowflake.snowflake_nextval_block(integer)`.\n";
+}
+else
+{
+	$md .= "`SELECT count(f(n)) FROM generate_series(1, $ENV{BLOCK_IDS} / n)`: IDs/s and time per ID. "
+	  . "The default layout's tick holds 4096 sequence numbers (4,096,000 IDs/s): "
+	  . "a block of 4096 is one whole tick, and under the default policy no block size goes beyond that ceiling.\n\n";
+	$md .= "| generator | n | IDs/s | per ID | vs nextval(), INCREMENT BY n | vs C function call |\n";
+	$md .= "|---|---:|---:|---:|---:|---:|\n";
+	$md .= sprintf "| C function call (floor) | 1 | %s | %s | | 1.00x |\n", fmt($bfloor), ns_per_id($bfloor);
+	for my $n (1, 16, 256, 4096)
+	{
+		my $s = $bl->{'nextval(), INCREMENT BY n'}{$n};
+		for my $g ('snowflake_nextval_block(n)', 'snowflake_nextval_block(n), run-ahead', 'nextval(), INCREMENT BY n')
+		{
+			my $x = $bl->{$g}{$n};
+			$md .= sprintf "| %s | %d | %s | %s | %s | %s |\n", $g, $n, fmt($x), ns_per_id($x),
+			  ratio($x, $s), ratio($x, $bfloor);
+		}
+	}
 }
 
 # the targets
@@ -110,6 +188,11 @@ my @t = (
 	[ 'index at most 0.6x of gen_random_uuid()', ok_ratio($ix->{uuid}{$rows}, $ix->{snowflake}{$rows}, 1 / 0.6),
 	  ratio($ix->{snowflake}{$rows}, $ix->{uuid}{$rows}) ],
 );
+my $b256 = $bl->{'snowflake_nextval_block(n)'}{256};
+push @t, $b256
+  ? [ 'a block of 256 costs less per ID than a bare C call', ok_ratio($b256, $bfloor, 1.0000001),
+	ns_per_id($b256) . ' against ' . ns_per_id($bfloor) ]
+  : [ 'a block of 256 costs less per ID than a bare C call', 0, 'not measured: no block function' ];
 $md .= "\n### Targets\n\n| target | met | measured |\n|---|---|---|\n";
 $md .= sprintf "| %s | %s | %s |\n", $_->[0], $_->[1] ? 'yes' : '**no**', $_->[2] for @t;
 
@@ -117,12 +200,17 @@ open my $o, '>', "$out/latest.md" or die;
 print $o $md;
 close $o;
 
-# charts
+# charts, when gnuplot is there (a chroot has none)
+if (system('command -v gnuplot >/dev/null 2>&1') != 0)
+{
+	print "gnuplot is not installed: no charts\n";
+	exit 0;
+}
 open my $d1, '>', "$out/bulk.dat" or die;
 printf $d1 "\"%s\" %s\n", $_, ($b->{$_}{1} || 0) / 1e6 for @bulk_order;
 close $d1;
 open my $d2, '>', "$out/index.dat" or die;
-printf $d2 "%s %.2f\n", $_, ($ix->{$_}{$rows} || 0) / 1048576 for qw(bigserial snowflake uuid uuidv7);
+printf $d2 "\"%s\" %.2f\n", $key_name{$_}, ($ix->{$_}{$rows} || 0) / 1048576 for @keys;
 close $d2;
 open my $gp, '|-', 'gnuplot' or die "gnuplot: $!";
 print $gp <<"GP";
@@ -134,10 +222,10 @@ set yrange [0:*]
 set xtics rotate by -30 left
 unset key
 set output "$out/ids_per_second.svg"
-set title "IDs per second, one backend (millions)"
+set title "IDs per second, one backend (millions), PostgreSQL @{[$meta{server_version} // '']}"
 plot "$out/bulk.dat" using 0:2:xtic(1) with boxes lc rgb "#3a6ea5", '' using 0:2:(sprintf("%.2f",\$2)) with labels offset 0,0.7
 set output "$out/index_size.svg"
-set title "Primary key index after @{[fmt($rows)]} rows (MB)"
+set title "Primary key index after @{[fmt($rows)]} rows (MB), PostgreSQL @{[$meta{server_version} // '']}"
 set xtics norotate
 plot "$out/index.dat" using 0:2:xtic(1) with boxes lc rgb "#5a9e5a", '' using 0:2:(sprintf("%.1f",\$2)) with labels offset 0,0.7
 GP

@@ -1,29 +1,69 @@
 #!/usr/bin/env bash
-# test/bench/run.sh: `make bench` (and `make bench-quick` with QUICK=1).
-# Measures snowflake_nextval() beside nextval(), gen_random_uuid(), a
-# UUIDv7 in SQL, Instagram's next_id() and a bare C function, on a
-# throwaway server; every figure is a ratio to a peer measured in the same
-# run, the median of several repeats.  Writes results/latest.md, a CSV and
-# two charts.
+# test/bench/run.sh: `make bench PG_MAJOR=NN` (and `make bench-quick` with
+# QUICK=1).  Measures snowflake_nextval() beside nextval(),
+# gen_random_uuid(), UUIDv7 (PostgreSQL's own uuidv7() from 18 on, one
+# written in SQL before), Instagram's next_id() and a bare C function, on a
+# throwaway server: bulk generation, concurrent generation, single-row
+# inserts, the index they leave, bulk loads (INSERT ... SELECT and COPY)
+# and blocks of IDs.  Every figure is a ratio to a peer measured in the
+# same run, the median of several repeats.  A full run writes
+# results/pgNN/: latest.md, a TSV, and two charts when gnuplot is there.
+# A version this machine does not have runs in the Debian chroot of
+# test/chroot.sh, and its results are copied out.
 . "$(dirname "$0")/../lib.sh"
 
 QUICK=${QUICK:-0}
+
+if [ -z "${SUITE_HOST_ROOT:-}" ] && { [ "${BENCH_CHROOT:-0}" = 1 ] || [ ! -x "$PGBIN/pg_config" ]; }; then
+	# from the host: the same script in the chroot, writing where the host
+	# can reach it, then the results copied out
+	ROOT=${SNOWFLAKE_CHROOT_BASE:-/var/tmp}/snowflake-chroot-$PG_MAJOR
+	INSIDE=/build/bench-out
+	if [ "$QUICK" = 1 ]; then
+		DEST=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/snowflake-bench-quick.XXXXXX")}
+	else
+		DEST=${BENCH_OUT:-$SRC/test/bench/results/pg$PG_MAJOR}
+	fi
+	[ ! -d "$ROOT$INSIDE" ] || as_root rm -rf "$ROOT$INSIDE"
+	rc=0
+	QUICK=$QUICK BENCH_OUT=$INSIDE SUITE_SCRIPT=test/bench/run.sh \
+		bash "$SRC/test/chroot.sh" "$PG_MAJOR" || rc=$?
+	if [ -f "$ROOT$INSIDE/latest.md" ]; then
+		mkdir -p "$DEST"
+		as_root cp "$ROOT$INSIDE"/* "$DEST/"
+		as_root chown -R "$(id -u):$(id -g)" "$DEST"
+		echo "results: $DEST"
+	else
+		echo "the run in the chroot wrote no report"
+		[ "$rc" -ne 0 ] || rc=1
+	fi
+	exit "$rc"
+fi
+
 if [ "$QUICK" = 1 ]; then
 	N=200000 REPEATS=1 PGB_REPEATS=1 SECONDS_PER_RUN=1 ROWS=100000 CONC_BATCH=20000
+	LOAD_ROWS=100000 BLOCK_IDS=65536
 else
-	# bulk runs are short, pgbench runs are timed: 5 and 3 repeats keep the
-	# whole suite under ten minutes on 2 cores
-	N=2000000 REPEATS=5 PGB_REPEATS=3 SECONDS_PER_RUN=2 ROWS=2000000 CONC_BATCH=100000
+	# 3 repeats of the bulk and the timed pgbench runs, one of each load
+	# of 5M rows: about 15 minutes on 2 cores
+	N=2000000 REPEATS=3 PGB_REPEATS=3 SECONDS_PER_RUN=2 ROWS=2000000 CONC_BATCH=100000
+	LOAD_ROWS=5000000 BLOCK_IDS=2097152
 fi
-# a full run replaces the published results; a quick one writes elsewhere
+# a full run replaces the published results of its version; a quick one
+# writes elsewhere
 if [ "$QUICK" = 1 ]; then
 	OUT=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/snowflake-bench-quick.XXXXXX")}
 else
-	OUT=${BENCH_OUT:-$SRC/test/bench/results}
+	OUT=${BENCH_OUT:-$SRC/test/bench/results/pg$PG_MAJOR}
 fi
 mkdir -p "$OUT"
 
-install_deps gnuplot-nox
+# charts need gnuplot: installed on the host, optional in a chroot
+if [ -z "${SUITE_HOST_ROOT:-}" ]; then
+	install_deps gnuplot-nox
+else
+	install_deps
+fi
 build_install
 say "building the floor module"
 make -s -C "$SRC/test/bench/floor" PG_CONFIG="$PGBIN/pg_config"
@@ -43,18 +83,31 @@ set_policy() {
 	sleep 0.3
 }
 pgb() { as_pg "$PGBIN/pgbench" -h "$DIR" -p 5432 -U postgres -n "$@" bench 2>&1; }
+# timed EXPR CALLS: the median ms of REPEATS runs of CALLS calls
+timed() {
+	for _ in $(seq "$REPEATS"); do
+		q "SELECT bench_time(\$q\$SELECT count($1) FROM generate_series(1, $2)\$q\$)"
+	done | median
+}
+
+# the UUIDv7 peer: PostgreSQL's own where there is one
+UV7=$(q "SELECT bench_uuidv7_expr()")
+if [ "$UV7" = "pg_catalog.uuidv7()" ]; then UV7_NAME="uuidv7()"; else UV7_NAME="UUIDv7 in SQL"; fi
 
 CSV=$OUT/latest.tsv
 printf "section\tgenerator\tsetting\tvalue\tunit\n" >"$CSV"
 row() { printf "%s\t%s\t%s\t%s\t%s\n" "$@" >>"$CSV"; }
+row meta server_version 1 "$(q 'SHOW server_version')" text
+row meta date 1 "$(date -u '+%Y-%m-%d %H:%M UTC')" text
+row meta uuidv7 1 "$UV7_NAME" text
+row meta cores 1 "$(nproc)" count
+SUITE_T0=$(date +%s)
 
 # 1. bulk generation in one backend
 say "bulk generation, $N calls, median of $REPEATS"
 bulk() {
 	local name=$1 expr=$2 ms
-	ms=$(for _ in $(seq "$REPEATS"); do
-		q "SELECT bench_time(\$q\$SELECT count($expr) FROM generate_series(1, $N)\$q\$)"
-	done | median)
+	ms=$(timed "$expr" "$N")
 	row bulk "$name" 1 "$(awk -v n="$N" -v ms="$ms" 'BEGIN {printf "%.0f", n / ms * 1000}')" ids_per_s
 	printf '  %-32s %10.1f ms\n' "$name" "$ms"
 }
@@ -66,7 +119,7 @@ bulk "snowflake_nextval(), run-ahead" "snowflake_nextval()"
 set_policy 0
 bulk "nextval()" "nextval('bench_seq')"
 bulk "gen_random_uuid()" "gen_random_uuid()"
-bulk "UUIDv7 in SQL" "bench_uuidv7()"
+bulk "$UV7_NAME" "$UV7"
 bulk "Instagram next_id()" "insta_next_id()"
 row bulk "layout ceiling (4096 per ms)" 1 4096000 ids_per_s
 
@@ -74,6 +127,7 @@ row bulk "layout ceiling (4096 per ms)" 1 4096000 ids_per_s
 say "concurrent generation, ${SECONDS_PER_RUN}s per run"
 echo "SELECT count(snowflake_nextval()) FROM generate_series(1, $CONC_BATCH);" >"$DIR/snow.sql"
 echo "SELECT count(nextval('bench_seq')) FROM generate_series(1, $CONC_BATCH);" >"$DIR/seq.sql"
+echo "SELECT count($UV7) FROM generate_series(1, $CONC_BATCH);" >"$DIR/uuidv7.sql"
 [ "$(id -u)" = 0 ] && chown postgres: "$DIR"/*.sql
 conc() {
 	local name=$1 file=$2 k=$3 tps
@@ -90,6 +144,7 @@ for k in 1 2 4 8; do
 	conc "snowflake_nextval(), run-ahead" snow.sql "$k"
 	set_policy 0
 	conc "nextval()" seq.sql "$k"
+	conc "$UV7_NAME" uuidv7.sql "$k"
 done
 
 # 3. inserts through pgbench
@@ -111,6 +166,11 @@ for sc in on off; do
 	done
 done
 
+# index size and leaf density of a primary key
+pkey_stats() {
+	q "SELECT pg_relation_size('${1}_pkey'), avg_leaf_density FROM pgstatindex('${1}_pkey')" | tr '|' ' '
+}
+
 # 4. index size and leaf density after a fixed number of rows, inserted in
 # batches by four clients at once
 say "index size after $ROWS rows"
@@ -119,16 +179,71 @@ for t in bigserial snowflake uuid uuidv7; do
 	echo "INSERT INTO k_$t (v) SELECT 1 FROM generate_series(1, 1000);" >"$DIR/fill_$t.sql"
 	[ "$(id -u)" = 0 ] && chown postgres: "$DIR/fill_$t.sql"
 	pgb -c 4 -j 2 -t $((ROWS / 4000)) -f "$DIR/fill_$t.sql" >/dev/null
-	read -r size density <<<"$(q "SELECT pg_relation_size('k_${t}_pkey'), avg_leaf_density FROM pgstatindex('k_${t}_pkey')" | tr '|' ' ')"
+	read -r size density <<<"$(pkey_stats "k_$t")"
 	row index "$t" "$ROWS" "$size" bytes
 	row index_density "$t" "$ROWS" "$density" percent
 	printf '  %-10s %12d bytes  leaf density %5.1f%%\n' "$t" "$size" "$density"
+	# the rows are not needed again
+	q "TRUNCATE k_$t"
 done
 
+# 5. bulk loads, the path of large imports: INSERT ... SELECT and COPY of
+# rows without their key, so that the key's default makes every one; each
+# into an empty table after a checkpoint, once
+say "bulk loads of $LOAD_ROWS rows"
+q "COPY (SELECT i FROM generate_series(1, $LOAD_ROWS) i) TO '$DIR/load.txt'"
+load() {
+	local kind=$1 t=$2 stmt=$3 ms size density
+	q "TRUNCATE l_$t"
+	q "CHECKPOINT"
+	ms=$(q "SELECT bench_time(\$q\$$stmt\$q\$)")
+	read -r size density <<<"$(pkey_stats "l_$t")"
+	row "load_$kind" "$t" "$LOAD_ROWS" "$ms" ms
+	row "load_${kind}_index" "$t" "$LOAD_ROWS" "$size" bytes
+	row "load_${kind}_density" "$t" "$LOAD_ROWS" "$density" percent
+	printf '  %-14s %-10s %10.0f ms  index %12d bytes  leaf density %5.1f%%\n' "$kind" "$t" "$ms" "$size" "$density"
+}
+for t in bigserial snowflake uuid uuidv7; do
+	load insert "$t" "INSERT INTO l_$t (v) SELECT i FROM generate_series(1, $LOAD_ROWS) i"
+	load copy "$t" "COPY l_$t (v) FROM '$DIR/load.txt'"
+	q "TRUNCATE l_$t"
+done
+rm -f "$DIR/load.txt"
+
+# 6. blocks of n IDs in one call, against nextval() on a sequence that
+# steps by n: one call per block either way.  A block of 4096 is one whole
+# tick of the default layout (4096 sequence numbers a millisecond).
+say "blocks of IDs, $BLOCK_IDS IDs per run"
+if [ -n "$(q "SELECT to_regprocedure('snowflake.snowflake_nextval_block(integer)')")" ]; then
+	blk() {
+		local name=$1 n=$2 expr=$3 ms calls=$((BLOCK_IDS / $2))
+		ms=$(timed "$expr" "$calls")
+		row blocks "$name" "$n" "$(awk -v n="$BLOCK_IDS" -v ms="$ms" 'BEGIN {printf "%.0f", n / ms * 1000}')" ids_per_s
+		printf '  %-32s n=%-5d %10.1f ms  %8.1f ns per ID\n' "$name" "$n" "$ms" \
+			"$(awk -v n="$BLOCK_IDS" -v ms="$ms" 'BEGIN {print ms * 1e6 / n}')"
+	}
+	blk "C function call (floor)" 1 "bench_counter()"
+	for n in 1 16 256 4096; do
+		set_policy 0
+		blk "snowflake_nextval_block(n)" "$n" "snowflake.snowflake_nextval_block($n)"
+		set_policy -1
+		blk "snowflake_nextval_block(n), run-ahead" "$n" "snowflake.snowflake_nextval_block($n)"
+		set_policy 0
+		blk "nextval(), INCREMENT BY n" "$n" "nextval('bench_seq_$n')"
+		# run-ahead may have taken IDs of ticks still to come: let the clock
+		# pass them before the default policy is measured again
+		sleep $((REPEATS * BLOCK_IDS / 4096000 + 1))
+	done
+else
+	echo "  skipped: this build has no snowflake.snowflake_nextval_block(integer)"
+	row blocks skipped 0 0 none
+fi
+
+SUITE_SECONDS=$(($(date +%s) - SUITE_T0))
 say "report"
 SRC=$SRC QUICK=$QUICK N=$N REPEATS="$REPEATS (pgbench: $PGB_REPEATS)" ROWS=$ROWS SECONDS_PER_RUN=$SECONDS_PER_RUN \
+	LOAD_ROWS=$LOAD_ROWS BLOCK_IDS=$BLOCK_IDS SUITE_SECONDS=$SUITE_SECONDS \
 	perl "$SRC/test/bench/report.pl" "$CSV" "$OUT"
 cat "$OUT/latest.md"
 echo
-echo "results: $OUT"
-
+echo "results: $OUT (measured in $SUITE_SECONDS s)"

@@ -1,4 +1,6 @@
--- The generators the benchmark compares, in the database "bench".
+-- The generators the benchmark compares, in the database "bench".  The
+-- UUIDv7 peer is PostgreSQL's own uuidv7() where the server has one (18
+-- and later); only older servers get the one written in SQL below.
 CREATE EXTENSION snowflake;
 CREATE EXTENSION pgstattuple;
 
@@ -47,7 +49,27 @@ BEGIN
 	RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
 END $$;
 
-CREATE TABLE k_bigserial (id bigserial PRIMARY KEY, v int);
-CREATE TABLE k_snowflake (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
-CREATE TABLE k_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int);
-CREATE TABLE k_uuidv7 (id uuid PRIMARY KEY DEFAULT bench_uuidv7(), v int);
+-- the UUIDv7 every section measures: the built-in one if there is one
+CREATE FUNCTION bench_uuidv7_expr() RETURNS text LANGUAGE sql STABLE AS $$
+	SELECT CASE WHEN to_regprocedure('pg_catalog.uuidv7()') IS NOT NULL
+		THEN 'pg_catalog.uuidv7()' ELSE 'bench_uuidv7()' END
+$$;
+
+-- sequences for blocks of n: one nextval() hands out n numbers
+CREATE SEQUENCE bench_seq_1 INCREMENT BY 1 CACHE 64;
+CREATE SEQUENCE bench_seq_16 INCREMENT BY 16 CACHE 64;
+CREATE SEQUENCE bench_seq_256 INCREMENT BY 256 CACHE 64;
+CREATE SEQUENCE bench_seq_4096 INCREMENT BY 4096 CACHE 64;
+
+-- k_*: single-row inserts and the index after them; l_*: bulk loads
+DO $$
+DECLARE
+	t text;
+BEGIN
+	FOREACH t IN ARRAY ARRAY['k', 'l'] LOOP
+		EXECUTE format('CREATE TABLE %I (id bigserial PRIMARY KEY, v int)', t || '_bigserial');
+		EXECUTE format('CREATE TABLE %I (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)', t || '_snowflake');
+		EXECUTE format('CREATE TABLE %I (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)', t || '_uuid');
+		EXECUTE format('CREATE TABLE %I (id uuid PRIMARY KEY DEFAULT %s, v int)', t || '_uuidv7', bench_uuidv7_expr());
+	END LOOP;
+END $$;
