@@ -44,9 +44,9 @@ FROM s;
 SELECT count(*) AS out_of_order
 FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM s) x
 WHERE id <> prev + 1;
--- one block per call: two calls never overlap
+-- one block per call: three calls, three blocks that never overlap
 SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids
-FROM generate_series(1, 3) g, LATERAL snowflake_nextval_series(7) id;
+FROM (SELECT snowflake_nextval_series(7) AS id FROM generate_series(1, 3)) s;
 -- for INSERT ... SELECT
 CREATE TEMP TABLE parents (id bigint PRIMARY KEY, name text);
 INSERT INTO parents SELECT id, 'p' || id FROM snowflake_nextval_series(3) id;

@@ -214,7 +214,7 @@ check_block(int32 n, bool as_first_id)
 				 errmsg("snowflake block size %d is out of range", n),
 				 errdetail("A block holds from 1 to " INT64_FORMAT " IDs: one tick of the layout \"%s\" holds " INT64_FORMAT " sequence numbers.",
 						   capacity, l->name, capacity),
-				 n < 1 ? 0 :
+				 n < 1 ? errhint("A block holds at least one ID.") :
 				 errhint("Reserve several blocks of at most " INT64_FORMAT " IDs.", capacity)));
 	if (as_first_id && n > 1 &&
 		layout_compose(l, 0, 0, 1) != 1)
