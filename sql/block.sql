@@ -51,8 +51,12 @@ FROM (SELECT snowflake_nextval_series(7) AS id FROM generate_series(1, 3)) s;
 CREATE TEMP TABLE parents (id bigint PRIMARY KEY, name text);
 INSERT INTO parents SELECT id, 'p' || id FROM snowflake_nextval_series(3) id;
 SELECT count(*) FROM parents;
--- a series of the whole capacity
-SELECT count(DISTINCT id) = :capacity AS full_tick FROM snowflake_nextval_series(:capacity) id;
+-- a series of the whole capacity: one tick, its sequence numbers from 0
+-- to the last, in order
+SELECT count(DISTINCT id) = :capacity AS full_tick,
+	   count(DISTINCT (snowflake_decode(id)).ts) AS ticks,
+	   bool_and((snowflake_decode(id)).seq = n - 1) AS seqs_in_order
+FROM snowflake_nextval_series(:capacity) WITH ORDINALITY s(id, n);
 
 -- sizes one tick cannot hold, or none
 SELECT snowflake_nextval_block(:capacity + 1);

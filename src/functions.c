@@ -270,10 +270,14 @@ snowflake_nextval_series(PG_FUNCTION_ARGS)
 	funcctx = SRF_PERCALL_SETUP();
 	st = (SeriesState *) funcctx->user_fctx;
 	if (funcctx->call_cntr < funcctx->max_calls)
-		SRF_RETURN_NEXT(funcctx,
-						Int64GetDatum(layout_compose(st->layout, st->first.tick,
-													 st->first.worker,
-													 st->first.seq + (int64) funcctx->call_cntr)));
+	{
+		/* computed first: SRF_RETURN_NEXT advances call_cntr */
+		int64		id = layout_compose(st->layout, st->first.tick,
+										st->first.worker,
+										st->first.seq + (int64) funcctx->call_cntr);
+
+		SRF_RETURN_NEXT(funcctx, Int64GetDatum(id));
+	}
 	SRF_RETURN_DONE(funcctx);
 }
 
