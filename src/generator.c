@@ -232,8 +232,8 @@ generator_max_lead_ms(void)
 }
 
 static void
-refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
-	   int64 now, int64 until_ms, bool timed_out)
+refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
+	   int64 seen, int64 now, int64 until_ms, bool timed_out)
 {
 	const char *waited = timed_out ?
 		" A wait for the clock ran out: the clock did not advance as expected." : "";
@@ -269,7 +269,10 @@ refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
 	if (last_tick <= now)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake layout \"%s\" has no ID left in the current tick", l->name),
+				 n == 1 ?
+				 errmsg("snowflake layout \"%s\" has no ID left in the current tick", l->name) :
+				 errmsg("snowflake layout \"%s\" has fewer than " INT64_FORMAT " IDs left in the current tick for a block",
+						l->name, n),
 				 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most %d ms for the clock.",
 						   unix_ms_to_str(until_ms), until_ms - now_ms,
 						   SNOWFLAKE_WINDOW_MS),
@@ -439,13 +442,13 @@ generate(int64 n)
 					count(&my_slot()->c.waits);
 				}
 				else if (mono > deadline_us)
-					refuse(l, last_tick, now_ms, seen, now, until_ms, true);
+					refuse(l, n, last_tick, now_ms, seen, now, until_ms, true);
 				wait_towards(until_ms);
 				old = pg_atomic_read_u64(&snowflake_shared->last_id);
 				continue;
 			}
 			if (v == REFUSE)
-				refuse(l, last_tick, now_ms, seen, now, until_ms, false);
+				refuse(l, n, last_tick, now_ms, seen, now, until_ms, false);
 		}
 
 		id = layout_compose(l, tick, worker, seq);
