@@ -55,9 +55,9 @@ typedef enum Verdict
 static uint32 wait_event_clock = 0;
 
 /*
- * Add one to a counter of this backend's slot.  The slot has one writer, so
- * a plain read and write suffice; the atomic type only keeps readers from
- * seeing a torn value.
+ * Add n (the IDs of a block) to a counter of this backend's slot.  The
+ * slot has one writer, so a plain read and write suffice; the atomic type
+ * only keeps readers from seeing a torn value.
  */
 static inline void
 count_n(pg_atomic_uint64 *counter, int64 n)
@@ -407,8 +407,8 @@ generate(int64 n)
 		else
 		{
 			/*
-			 * The tick has not n sequence numbers left, or no room for the
-			 * new worker id: the next tick, which holds any block
+			 * Fewer than n sequence numbers left in the tick, or no room
+			 * for the new worker id: the next tick, which holds any block
 			 */
 			tick = last_tick + 1;
 			seq = 0;
