@@ -58,6 +58,15 @@ SELECT count(DISTINCT id) = :capacity AS full_tick,
 	   bool_and((snowflake_decode(id)).seq = n - 1) AS seqs_in_order
 FROM snowflake_nextval_series(:capacity) WITH ORDINALITY s(id, n);
 
+-- the planner expects n rows
+DO $$
+DECLARE
+	plan json;
+BEGIN
+	EXECUTE 'EXPLAIN (FORMAT JSON) SELECT * FROM snowflake_nextval_series(7)' INTO plan;
+	RAISE NOTICE 'estimated rows: %', plan->0->'Plan'->'Plan Rows';
+END $$;
+
 -- sizes one tick cannot hold, or none
 SELECT snowflake_nextval_block(:capacity + 1);
 \echo :LAST_ERROR_SQLSTATE

@@ -79,11 +79,20 @@ LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION snowflake_nextval_block(integer) IS
 'reserves n consecutive IDs of this node, first to first + n - 1, all greater than every ID it issued before, and returns the first';
 
+-- the planner's row estimate: n, when it is known
+CREATE FUNCTION snowflake_nextval_series_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'snowflake_nextval_series_support'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_nextval_series_support(internal) IS
+'planner support for snowflake_nextval_series(): estimates n rows';
+
 CREATE FUNCTION snowflake_nextval_series(n integer)
 RETURNS SETOF bigint
 AS 'MODULE_PATHNAME', 'snowflake_nextval_series'
 LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED
-ROWS 100;
+ROWS 100 SUPPORT snowflake_nextval_series_support;
 
 COMMENT ON FUNCTION snowflake_nextval_series(integer) IS
 'the n IDs of one block of this node, in ascending order, reserved at once as by snowflake_nextval_block()';

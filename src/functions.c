@@ -12,6 +12,9 @@
 #include "access/htup_details.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/supportnodes.h"
+#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -24,6 +27,7 @@
 PG_FUNCTION_INFO_V1(snowflake_nextval);
 PG_FUNCTION_INFO_V1(snowflake_nextval_block);
 PG_FUNCTION_INFO_V1(snowflake_nextval_series);
+PG_FUNCTION_INFO_V1(snowflake_nextval_series_support);
 PG_FUNCTION_INFO_V1(snowflake_currval);
 PG_FUNCTION_INFO_V1(snowflake_decode);
 PG_FUNCTION_INFO_V1(snowflake_decode_layout);
@@ -279,6 +283,35 @@ snowflake_nextval_series(PG_FUNCTION_ARGS)
 		SRF_RETURN_NEXT(funcctx, Int64GetDatum(id));
 	}
 	SRF_RETURN_DONE(funcctx);
+}
+
+/*
+ * The planner's estimate of the rows of snowflake_nextval_series(n): n,
+ * when n is known at planning time.
+ */
+Datum
+snowflake_nextval_series_support(PG_FUNCTION_ARGS)
+{
+	Node	   *rawreq = (Node *) PG_GETARG_POINTER(0);
+
+	if (IsA(rawreq, SupportRequestRows))
+	{
+		SupportRequestRows *req = (SupportRequestRows *) rawreq;
+
+		if (is_funcclause(req->node))
+		{
+			Node	   *arg = linitial(((FuncExpr *) req->node)->args);
+
+			if (req->root)
+				arg = estimate_expression_value(req->root, arg);
+			if (IsA(arg, Const) && !((Const *) arg)->constisnull)
+			{
+				req->rows = Max(DatumGetInt32(((Const *) arg)->constvalue), 1);
+				PG_RETURN_POINTER(req);
+			}
+		}
+	}
+	PG_RETURN_POINTER(NULL);
 }
 
 Datum
