@@ -290,10 +290,11 @@ sub burst
 	my $ids = "SELECT snowflake_nextval() AS id FROM generate_series(1, $n)";
 	if ($block ne '1')
 	{
-		# a tick's capacity, in the layout in force
-		my $size = $block eq 'capacity' ?
-		  "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = current_setting('snowflake.layout')), "
-		  . "1 << current_setting('snowflake.custom_seq_bits')::int))" : $block;
+		# a tick's capacity, in the layout in force; no block is larger
+		# (sonyflake's tick holds 256)
+		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = current_setting('snowflake.layout')), "
+		  . "1 << current_setting('snowflake.custom_seq_bits')::int))";
+		my $size = $block eq 'capacity' ? $capacity : "least($block, $capacity)";
 		my $calls = "generate_series(1, greatest($n / $size, 1))";
 		# the first of a block stands for first .. first + n - 1 only
 		# where the sequence is the lowest field; sonyflake takes the series
