@@ -336,6 +336,39 @@ CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake.snowflake_wor
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_workers_arrived();
 
 --
+-- Blocks of IDs, for keys assigned before the insert (Hibernate's pooled
+-- optimizers, HiLo, a batch of parents and children): n consecutive
+-- sequence numbers of one tick, claimed at once.  Marked as
+-- snowflake_nextval() is, so that every generating call of a query runs
+-- in the leader.
+--
+CREATE FUNCTION snowflake.snowflake_nextval_block(n integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval_block'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION snowflake.snowflake_nextval_block(integer) IS
+'reserves n consecutive IDs of this node, first to first + n - 1, all greater than every ID it issued before, and returns the first';
+
+-- the planner's row estimate: n, when it is known
+CREATE FUNCTION snowflake.snowflake_nextval_series_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'snowflake_nextval_series_support'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake.snowflake_nextval_series_support(internal) IS
+'planner support for snowflake_nextval_series(): estimates n rows';
+
+CREATE FUNCTION snowflake.snowflake_nextval_series(n integer)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval_series'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED
+ROWS 100 SUPPORT snowflake.snowflake_nextval_series_support;
+
+COMMENT ON FUNCTION snowflake.snowflake_nextval_series(integer) IS
+'the n IDs of one block of this node, in ascending order, reserved at once as by snowflake_nextval_block()';
+
+--
 -- Last, the schema the extension ended up in, by OID: it was checked by
 -- name at the start, but another role might have made or swapped it since
 -- (a schema made between two statements, a rename and back).  Only

@@ -65,6 +65,39 @@ COMMENT ON FUNCTION snowflake_currval() IS
 'last ID that snowflake_nextval() returned in this session';
 
 --
+-- Blocks of IDs, for keys assigned before the insert (Hibernate's pooled
+-- optimizers, HiLo, a batch of parents and children): n consecutive
+-- sequence numbers of one tick, claimed at once.  Marked as
+-- snowflake_nextval() is, so that every generating call of a query runs
+-- in the leader.
+--
+CREATE FUNCTION snowflake_nextval_block(n integer)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval_block'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION snowflake_nextval_block(integer) IS
+'reserves n consecutive IDs of this node, first to first + n - 1, all greater than every ID it issued before, and returns the first';
+
+-- the planner's row estimate: n, when it is known
+CREATE FUNCTION snowflake_nextval_series_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'snowflake_nextval_series_support'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_nextval_series_support(internal) IS
+'planner support for snowflake_nextval_series(): estimates n rows';
+
+CREATE FUNCTION snowflake_nextval_series(n integer)
+RETURNS SETOF bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval_series'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED
+ROWS 100 SUPPORT snowflake_nextval_series_support;
+
+COMMENT ON FUNCTION snowflake_nextval_series(integer) IS
+'the n IDs of one block of this node, in ascending order, reserved at once as by snowflake_nextval_block()';
+
+--
 -- Decoding under the server's layout.  snowflake.layout is fixed while the
 -- server runs but may change across restarts, so these are STABLE; the
 -- variants that name a layout are IMMUTABLE and fit indexes and generated

@@ -12,6 +12,9 @@
 #include "access/htup_details.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/supportnodes.h"
+#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -22,6 +25,9 @@
 #include "state.h"
 
 PG_FUNCTION_INFO_V1(snowflake_nextval);
+PG_FUNCTION_INFO_V1(snowflake_nextval_block);
+PG_FUNCTION_INFO_V1(snowflake_nextval_series);
+PG_FUNCTION_INFO_V1(snowflake_nextval_series_support);
 PG_FUNCTION_INFO_V1(snowflake_currval);
 PG_FUNCTION_INFO_V1(snowflake_decode);
 PG_FUNCTION_INFO_V1(snowflake_decode_layout);
@@ -190,6 +196,122 @@ snowflake_nextval(PG_FUNCTION_ARGS)
 	session_last_id = id;
 	session_has_id = true;
 	PG_RETURN_INT64(id);
+}
+
+/*
+ * Refuse a block size one tick of the layout in force cannot hold.  A block
+ * handed out as its first ID stands for first..first+n-1, which are this
+ * node's IDs only where the sequence is the lowest field.
+ */
+static void
+check_block(int32 n, bool as_first_id)
+{
+	const SnowflakeLayout *l;
+	int64		capacity;
+
+	(void) generator_require_ready();
+	l = snowflake_layout;
+	capacity = generator_block_capacity();
+	if (n < 1 || n > capacity)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snowflake block size %d is out of range", n),
+				 errdetail("A block holds from 1 to " INT64_FORMAT " IDs: one tick of the layout \"%s\" holds " INT64_FORMAT " sequence numbers.",
+						   capacity, l->name, capacity),
+				 n < 1 ? errhint("A block holds at least one ID.") :
+				 errhint("Reserve several blocks of at most " INT64_FORMAT " IDs.", capacity)));
+	if (as_first_id && n > 1 &&
+		layout_compose(l, 0, 0, 1) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("snowflake layout \"%s\" does not issue consecutive IDs", l->name),
+				 errdetail("Its sequence number sits above the worker id, so the IDs of a block are " INT64_FORMAT " apart, not first to first + n - 1.",
+						   layout_compose(l, 0, 0, 1)),
+				 errhint("Use snowflake_nextval_series(n), which returns the IDs of the block.")));
+}
+
+Datum
+snowflake_nextval_block(PG_FUNCTION_ARGS)
+{
+	int32		n = PG_GETARG_INT32(0);
+
+	check_block(n, true);
+	PG_RETURN_INT64(generator_next_block(n));
+}
+
+/* What snowflake_nextval_series() keeps between calls: the block's first ID. */
+typedef struct SeriesState
+{
+	const SnowflakeLayout *layout;
+	SnowflakeFields first;
+} SeriesState;
+
+/*
+ * The IDs of one block, one per call: the block is claimed on the first
+ * call, so the rows cost one reservation, and none is kept in memory.
+ */
+Datum
+snowflake_nextval_series(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+	SeriesState *st;
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		int32		n = PG_GETARG_INT32(0);
+		MemoryContext oldctx;
+
+		check_block(n, false);
+		funcctx = SRF_FIRSTCALL_INIT();
+		oldctx = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
+		st = palloc(sizeof(SeriesState));
+		MemoryContextSwitchTo(oldctx);
+		st->layout = snowflake_layout;
+		layout_decompose(st->layout, generator_next_block(n), &st->first);
+		funcctx->user_fctx = st;
+		funcctx->max_calls = (uint64) n;
+	}
+	funcctx = SRF_PERCALL_SETUP();
+	st = (SeriesState *) funcctx->user_fctx;
+	if (funcctx->call_cntr < funcctx->max_calls)
+	{
+		/* computed first: SRF_RETURN_NEXT advances call_cntr */
+		int64		id = layout_compose(st->layout, st->first.tick,
+										st->first.worker,
+										st->first.seq + (int64) funcctx->call_cntr);
+
+		SRF_RETURN_NEXT(funcctx, Int64GetDatum(id));
+	}
+	SRF_RETURN_DONE(funcctx);
+}
+
+/*
+ * The planner's estimate of the rows of snowflake_nextval_series(n): n,
+ * when n is known at planning time.
+ */
+Datum
+snowflake_nextval_series_support(PG_FUNCTION_ARGS)
+{
+	Node	   *rawreq = (Node *) PG_GETARG_POINTER(0);
+
+	if (IsA(rawreq, SupportRequestRows))
+	{
+		SupportRequestRows *req = (SupportRequestRows *) rawreq;
+
+		if (is_funcclause(req->node))
+		{
+			Node	   *arg = linitial(((FuncExpr *) req->node)->args);
+
+			if (req->root)
+				arg = estimate_expression_value(req->root, arg);
+			if (IsA(arg, Const) && !((Const *) arg)->constisnull)
+			{
+				req->rows = Max(DatumGetInt32(((Const *) arg)->constvalue), 1);
+				PG_RETURN_POINTER(req);
+			}
+		}
+	}
+	PG_RETURN_POINTER(NULL);
 }
 
 Datum

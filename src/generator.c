@@ -55,14 +55,20 @@ typedef enum Verdict
 static uint32 wait_event_clock = 0;
 
 /*
- * Add one to a counter of this backend's slot.  The slot has one writer, so
- * a plain read and write suffice; the atomic type only keeps readers from
- * seeing a torn value.
+ * Add n (the IDs of a block) to a counter of this backend's slot.  The
+ * slot has one writer, so a plain read and write suffice; the atomic type
+ * only keeps readers from seeing a torn value.
  */
+static inline void
+count_n(pg_atomic_uint64 *counter, int64 n)
+{
+	pg_atomic_write_u64(counter, pg_atomic_read_u64(counter) + (uint64) n);
+}
+
 static inline void
 count(pg_atomic_uint64 *counter)
 {
-	pg_atomic_write_u64(counter, pg_atomic_read_u64(counter) + 1);
+	count_n(counter, 1);
 }
 
 static inline CounterSlot *
@@ -96,20 +102,37 @@ first_seq(const SnowflakeLayout *l)
 }
 
 /*
- * A sequence number for worker's first ID in tick, whose IDs must be above
- * old, an ID of another worker id in the same tick; -1 when there is none.
- * Any such ID is above every ID the node issued, so the node need not wait
- * for the next tick because its worker id changed.
+ * The first sequence number of a block of n in a new tick: first_seq(), or
+ * lower when the block would not fit above it.
  */
-static int64
-same_tick_seq(const SnowflakeLayout *l, int64 tick, int64 worker, int64 old)
+static inline int64
+block_first_seq(const SnowflakeLayout *l, int64 n)
 {
 	int64		seq = first_seq(l);
+
+	if (n > 1 && seq > layout_max_seq(l) - (n - 1))
+		seq = layout_max_seq(l) - (n - 1);
+	return seq;
+}
+
+/*
+ * A sequence number for the first of worker's block of n IDs in tick,
+ * whose IDs must be above old, an ID of another worker id in the same
+ * tick; -1 when there is none.  Any such ID is above every ID the node
+ * issued, so the node need not wait for the next tick because its worker
+ * id changed.
+ */
+static int64
+same_tick_seq(const SnowflakeLayout *l, int64 tick, int64 worker, int64 old,
+			  int64 n)
+{
+	int64		seq = block_first_seq(l, n);
 
 	if (layout_compose(l, tick, worker, seq) > old)
 		return seq;
 	seq = layout_seq(l, old) + 1;
-	if (seq <= layout_max_seq(l) && layout_compose(l, tick, worker, seq) > old)
+	if (seq <= layout_max_seq(l) - (n - 1) &&
+		layout_compose(l, tick, worker, seq) > old)
 		return seq;
 	return -1;
 }
@@ -209,8 +232,8 @@ generator_max_lead_ms(void)
 }
 
 static void
-refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
-	   int64 now, int64 until_ms, bool timed_out)
+refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
+	   int64 seen, int64 now, int64 until_ms, bool timed_out)
 {
 	const char *waited = timed_out ?
 		" A wait for the clock ran out: the clock did not advance as expected." : "";
@@ -246,7 +269,10 @@ refuse(const SnowflakeLayout *l, int64 last_tick, int64 now_ms, int64 seen,
 	if (last_tick <= now)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake layout \"%s\" has no ID left in the current tick", l->name),
+				 n == 1 ?
+				 errmsg("snowflake layout \"%s\" has no ID left in the current tick", l->name) :
+				 errmsg("snowflake layout \"%s\" has fewer than " INT64_FORMAT " IDs left in the current tick for a block",
+						l->name, n),
 				 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most %d ms for the clock.",
 						   unix_ms_to_str(until_ms), until_ms - now_ms,
 						   SNOWFLAKE_WINDOW_MS),
@@ -312,10 +338,16 @@ generator_require_ready(void)
 }
 
 /*
- * Issue the next ID of this node.
+ * Issue the next n IDs of this node, n consecutive sequence numbers of one
+ * tick, and return the first.  The caller has checked that one tick holds
+ * n.  The block is claimed as a single ID is, with one compare-and-swap
+ * that installs its last ID: every ID of it is then below the next one the
+ * node issues, and the policies and the reservation judge the block as a
+ * whole (its tick, its last ID).  Inlined with a constant n, so that
+ * generator_next() pays nothing for blocks.
  */
-int64
-generator_next(void)
+static pg_attribute_always_inline int64
+generate(int64 n)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		deadline_us = 0;
@@ -339,6 +371,7 @@ generator_next(void)
 		int64		tick;
 		int64		seq;
 		int64		id;
+		int64		last;
 
 		if (unlikely(worker == WORKER_ID_UNSET))
 			(void) generator_require_ready();
@@ -357,23 +390,26 @@ generator_next(void)
 		if (now > last_tick)
 		{
 			tick = now;
-			seq = first_seq(l);
+			seq = block_first_seq(l, n);
 		}
 		else if (layout_worker(l, (int64) old) == worker &&
-				 layout_seq(l, (int64) old) < layout_max_seq(l))
+				 layout_seq(l, (int64) old) < layout_max_seq(l) - (n - 1))
 		{
 			tick = last_tick;
 			seq = layout_seq(l, (int64) old) + 1;
 		}
 		else if (layout_worker(l, (int64) old) != worker &&
-				 (seq = same_tick_seq(l, last_tick, worker, (int64) old)) >= 0)
+				 (seq = same_tick_seq(l, last_tick, worker, (int64) old, n)) >= 0)
 		{
 			/* the worker id changed: its IDs of this tick may go above */
 			tick = last_tick;
 		}
 		else
 		{
-			/* sequence used up, or no room for the new worker id: next tick */
+			/*
+			 * Fewer than n sequence numbers left in the tick, or no room
+			 * for the new worker id: the next tick, which holds any block
+			 */
 			tick = last_tick + 1;
 			seq = 0;
 		}
@@ -406,22 +442,24 @@ generator_next(void)
 					count(&my_slot()->c.waits);
 				}
 				else if (mono > deadline_us)
-					refuse(l, last_tick, now_ms, seen, now, until_ms, true);
+					refuse(l, n, last_tick, now_ms, seen, now, until_ms, true);
 				wait_towards(until_ms);
 				old = pg_atomic_read_u64(&snowflake_shared->last_id);
 				continue;
 			}
 			if (v == REFUSE)
-				refuse(l, last_tick, now_ms, seen, now, until_ms, false);
+				refuse(l, n, last_tick, now_ms, seen, now, until_ms, false);
 		}
 
 		id = layout_compose(l, tick, worker, seq);
+		/* the block's greatest ID, which the reservation must cover */
+		last = n == 1 ? id : layout_compose(l, tick, worker, seq + (n - 1));
 		/* pairs with the repair's write barrier: see mark_repair() */
 		pg_read_barrier();
-		if (unlikely((uint64) id > pg_atomic_read_u64(&snowflake_shared->extend_at)))
+		if (unlikely((uint64) last > pg_atomic_read_u64(&snowflake_shared->extend_at)))
 		{
-			bool		must = (uint64) id > pg_atomic_read_u64(&snowflake_shared->reserved);
-			ReserveResult r = mark_reserve(l, id, must);
+			bool		must = (uint64) last > pg_atomic_read_u64(&snowflake_shared->reserved);
+			ReserveResult r = mark_reserve(l, last, must);
 
 			if (r == RESERVE_MOVED || (must && r != RESERVE_DONE))
 			{
@@ -429,17 +467,47 @@ generator_next(void)
 				continue;
 			}
 		}
-		if (pg_atomic_compare_exchange_u64(&snowflake_shared->last_id, &old, (uint64) id))
+		if (pg_atomic_compare_exchange_u64(&snowflake_shared->last_id, &old, (uint64) last))
 		{
 			CounterSlot *s = my_slot();
 
-			count(&s->c.issued);
+			count_n(&s->c.issued, n);
 			if (tick > now)
-				count(&s->c.run_ahead_ids);
+				count_n(&s->c.run_ahead_ids, n);
 			return id;
 		}
-		/* lost the race: old now holds the winner's ID */
+		/* lost the race: old now holds the winner's last ID */
 	}
+}
+
+/*
+ * Issue the next ID of this node.
+ */
+int64
+generator_next(void)
+{
+	return generate(1);
+}
+
+/*
+ * The number of IDs one tick holds in the layout in force: the most a
+ * block may have.
+ */
+int64
+generator_block_capacity(void)
+{
+	return layout_max_seq(snowflake_layout) + 1;
+}
+
+/*
+ * Issue a block of n consecutive sequence numbers, 1 <= n <=
+ * generator_block_capacity(), and return its first ID.
+ */
+int64
+generator_next_block(int64 n)
+{
+	Assert(n >= 1 && n <= generator_block_capacity());
+	return generate(n);
 }
 
 void

@@ -29,6 +29,8 @@ typedef struct GeneratorStatus
 
 extern int	generator_require_ready(void);
 extern int64 generator_next(void);
+extern int64 generator_next_block(int64 n);
+extern int64 generator_block_capacity(void);
 extern void generator_status(GeneratorStatus *st);
 extern int64 generator_max_lead_ms(void);
 

@@ -70,3 +70,76 @@ test('IDs of the javascript layout fit a JavaScript number', async () => {
 	assert.ok(Number.isSafeInteger(Number(r.rows[0].js_id)));
 	assert.equal(BigInt(r.rows[0].max_id), BigInt(Number.MAX_SAFE_INTEGER));
 });
+
+// The README's recipes for keys assigned before the insert.  One call
+// reserves a block; the client counts through it with BigInt and sends
+// every ID as a string, so no digit is lost on the way.
+function idsOf(first, n) {
+	const ids = [];
+	for (let i = 0n; i < BigInt(n); i++)
+		ids.push((BigInt(first) + i).toString());
+	return ids;
+}
+
+test('pooled-lo: one block, IDs first .. first + n - 1 assigned by the client', async () => {
+	const n = 50;
+	const before = (await client.query('SELECT snowflake_nextval()::text AS id')).rows[0].id;
+	const r = await client.query('SELECT snowflake_nextval_block($1)::text AS first', [n]);
+	const ids = idsOf(r.rows[0].first, n);
+	await client.query('CREATE TEMP TABLE js_pooled (id bigint PRIMARY KEY, item text)');
+	for (const [i, pk] of ids.entries())
+		await client.query('INSERT INTO js_pooled VALUES ($1, $2)', [pk, `item ${i}`]);
+	const after = (await client.query('SELECT snowflake_nextval()::text AS id')).rows[0].id;
+
+	const back = await client.query(
+		`SELECT id::text AS id, (snowflake_decode(id)).worker_id AS worker,
+		        snowflake_worker_id() AS node
+		   FROM js_pooled ORDER BY id`);
+	assert.deepEqual(back.rows.map((row) => row.id), ids, 'every ID round-trips exactly');
+	for (const row of back.rows)
+		assert.equal(row.worker, row.node, 'a block carries this node\'s worker id');
+	assert.ok(BigInt(ids[0]) > BigInt(before), 'above the ID issued before the block');
+	assert.ok(BigInt(ids[n - 1]) < BigInt(after), 'below the ID issued after it');
+	await client.query('DROP TABLE js_pooled');
+});
+
+test('a batch of parents and children, keys from a block, in one transaction', async () => {
+	await client.query(`CREATE TEMP TABLE js_parent (id bigint PRIMARY KEY, name text)`);
+	await client.query(`CREATE TEMP TABLE js_child (
+		id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+		parent_id bigint NOT NULL REFERENCES js_parent, name text)`);
+	const parents = [
+		{ name: 'order A', children: ['line 1', 'line 2'] },
+		{ name: 'order B', children: ['line 1'] },
+		{ name: 'order C', children: ['line 1', 'line 2', 'line 3'] },
+	];
+	await client.query('BEGIN');
+	const first = (await client.query('SELECT snowflake_nextval_block($1)::text AS first',
+		[parents.length])).rows[0].first;
+	const ids = idsOf(first, parents.length);
+	parents.forEach((p, i) => { p.id = ids[i]; });
+	await client.query(
+		`INSERT INTO js_parent (id, name)
+		 SELECT * FROM unnest($1::bigint[], $2::text[])`,
+		[parents.map((p) => p.id), parents.map((p) => p.name)]);
+	const kids = parents.flatMap((p) => p.children.map((c) => [p.id, c]));
+	await client.query(
+		`INSERT INTO js_child (parent_id, name)
+		 SELECT * FROM unnest($1::bigint[], $2::text[])`,
+		[kids.map((k) => k[0]), kids.map((k) => k[1])]);
+	await client.query('COMMIT');
+
+	const back = await client.query(
+		`SELECT p.id::text AS id, p.name, count(c.id)::int AS children
+		   FROM js_parent p LEFT JOIN js_child c ON c.parent_id = p.id
+		  GROUP BY p.id, p.name ORDER BY p.id`);
+	assert.deepEqual(back.rows,
+		parents.map((p) => ({ id: p.id, name: p.name, children: p.children.length })),
+		'every parent is found by the ID the client gave it, with its children');
+	// the foreign key holds: a child of an ID outside the block is refused
+	const outside = (BigInt(ids[ids.length - 1]) + 1n).toString();
+	await assert.rejects(
+		client.query(`INSERT INTO js_child (parent_id, name) VALUES ($1, 'orphan')`, [outside]),
+		/violates foreign key constraint/);
+	await client.query('DROP TABLE js_child, js_parent');
+});

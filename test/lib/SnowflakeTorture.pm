@@ -278,13 +278,34 @@ sub burst
 	my $kind = pick('escape', 'escape', 'commit', 'rollback');
 	my $during = pick('nothing', 'nothing', 'nothing', 'clock', 'kill');
 	my $step_ms = pick(-3, -30, -300, -3000, +50);
+	# single IDs, or blocks: of a few, of many, or of a whole tick
+	my $block = pick(1, 1, 1, 2, 17, 300, 'capacity');
+	my $form = pick('block', 'series');
 	say_op($h, "burst $nsess x $n ($kind)" .
+		  ($block eq '1' ? '' : " in blocks of $block ($form)") .
 		  ($during eq 'clock' ? ", clock ${step_ms} ms during it" :
 		   $during eq 'kill' ? ', a backend killed during it' : ''));
 
+	# every ID of a block is streamed and recorded, in ascending order
+	my $ids = "SELECT snowflake_nextval() AS id FROM generate_series(1, $n)";
+	if ($block ne '1')
+	{
+		# a tick's capacity, in the layout in force; no block is larger
+		# (sonyflake's tick holds 256)
+		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = current_setting('snowflake.layout')), "
+		  . "1 << current_setting('snowflake.custom_seq_bits')::int))";
+		my $size = $block eq 'capacity' ? $capacity : "least($block, $capacity)";
+		my $calls = "generate_series(1, greatest($n / $size, 1))";
+		# the first of a block stands for first .. first + n - 1 only
+		# where the sequence is the lowest field; sonyflake takes the series
+		$form = 'series' if $h->{layout} eq 'sonyflake';
+		$ids = $form eq 'block' ?
+		  "SELECT f + generate_series(0, s - 1) AS id FROM (SELECT snowflake_nextval_block(s) AS f, s FROM $calls, (SELECT $size AS s) z OFFSET 0) b" :
+		  "SELECT snowflake_nextval_series(s) AS id FROM $calls, (SELECT $size AS s) z";
+	}
 	my $query = $kind eq 'commit' ?
-	  "COPY (INSERT INTO t SELECT snowflake_nextval() FROM generate_series(1, $n) RETURNING id) TO STDOUT" :
-	  "COPY (SELECT snowflake_nextval() FROM generate_series(1, $n)) TO STDOUT";
+	  "COPY (INSERT INTO t $ids RETURNING id) TO STDOUT" :
+	  "COPY ($ids) TO STDOUT";
 	$query = "BEGIN; $query; ROLLBACK" if $kind eq 'rollback';
 
 	my @runs;

@@ -41,6 +41,8 @@ restart_with('');
 $node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
 $node->stop;
 
+my ($out, $err);
+
 # every preset generates IDs that its own decoder reads back
 for my $layout (qw(shardingsphere twitter discord instagram sonyflake javascript))
 {
@@ -55,11 +57,37 @@ for my $layout (qw(shardingsphere twitter discord instagram sonyflake javascript
 			   max(id) <= (SELECT max_id FROM snowflake_layouts() WHERE name = '$layout')
 		FROM (SELECT n, id, lag(id) OVER (ORDER BY n) AS prev FROM g) s});
 	is($r, '3000|t|t|t|t|t', "$layout: unique, increasing IDs with worker 5 and the time of now");
+
+	# a block of a whole tick: one tick, worker 5, the sequence numbers
+	# from 0 to the last, in order, above the IDs before it
+	my $capacity = $node->safe_psql('postgres',
+		"SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = '$layout'");
+	$r = $node->safe_psql('postgres', qq{
+		SELECT snowflake_nextval() AS before \\gset
+		SELECT count(*) = $capacity, count(DISTINCT (snowflake_decode(id)).ts),
+			   bool_and((snowflake_decode(id)).worker_id = 5),
+			   bool_and((snowflake_decode(id)).seq = n - 1),
+			   bool_and(id > :before), max(id) < snowflake_nextval()
+		FROM snowflake_nextval_series($capacity) WITH ORDINALITY s(id, n)});
+	is($r, 't|1|t|t|t|t', "$layout: a series of $capacity IDs fills one tick, in order");
+	($out, $err) = try_sql("SELECT snowflake_nextval_block(2)");
+	if ($layout eq 'sonyflake')
+	{
+		like($err, qr/snowflake layout "sonyflake" does not issue consecutive IDs/,
+			'sonyflake: a block is not first .. first + n - 1 there, and is refused');
+	}
+	else
+	{
+		is($err, '', "$layout: a block of 2");
+	}
+	($out, $err) = try_sql("SELECT snowflake_nextval_block($capacity + 1)");
+	like($err, qr/DETAIL:  A block holds from 1 to $capacity IDs: one tick of the layout "$layout" holds $capacity sequence numbers/,
+		"$layout: a block of $capacity + 1 is refused, naming the limit");
 }
 
 # the worker id's range follows the layout
 restart_with("snowflake.layout = 'sonyflake'\n", fresh => 1);
-my ($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65535");
+($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65535");
 is($err, '', 'sonyflake takes a 16-bit machine id');
 ($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65536");
 like($err, qr/outside the valid range/, 'but no more');

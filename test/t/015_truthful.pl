@@ -116,6 +116,17 @@ my $first = $node->safe_psql('postgres', q{
 	SET statement_timeout = '60s';
 	SELECT sqlstate('SELECT snowflake_nextval()')});
 is($first, 'ok', '1-hour tick: a fresh node issues its first ID in the current tick, at once');
+# a block is judged as a whole: the tick holds a small one, not a whole
+# tick's worth beside the ID already issued
+my $capacity = $node->safe_psql('postgres',
+	q{SELECT 1 << current_setting('snowflake.custom_seq_bits')::int});
+like(state_of("SET statement_timeout = '60s'; SELECT snowflake_nextval_block($capacity)"),
+	qr/^55000 snowflake layout "custom" has fewer than $capacity IDs left in the current tick for a block/,
+	'1-hour tick: a block of a whole tick beside an issued ID is refused at once');
+is($node->safe_psql('postgres', q{
+	SELECT snowflake_timestamp(b) = snowflake_timestamp(snowflake_from_timestamp(clock_timestamp()))
+	FROM snowflake_nextval_block(100) b}),
+	't', '1-hour tick: a block that fits is issued in the current tick');
 my $over = $node->safe_psql('postgres', q{
 	SET statement_timeout = '60s';
 	SELECT sqlstate('SELECT count(snowflake_nextval()) FROM generate_series(1, 5000)')});
