@@ -188,11 +188,19 @@ my @t = (
 	[ 'index at most 0.6x of gen_random_uuid()', ok_ratio($ix->{uuid}{$rows}, $ix->{snowflake}{$rows}, 1 / 0.6),
 	  ratio($ix->{snowflake}{$rows}, $ix->{uuid}{$rows}) ],
 );
+# A block lies in one tick: under the default policy the clock bounds it
+# at the layout's ceiling, so there the target is the ceiling; the cost of
+# a block itself shows with run-ahead.
 my $b256 = $bl->{'snowflake_nextval_block(n)'}{256};
+my $r256 = $bl->{'snowflake_nextval_block(n), run-ahead'}{256};
+push @t, $r256
+  ? [ 'a block of 256 (run-ahead) costs less per ID than a bare C call', ok_ratio($r256, $bfloor, 1.0000001),
+	ns_per_id($r256) . ' against ' . ns_per_id($bfloor) ]
+  : [ 'a block of 256 (run-ahead) costs less per ID than a bare C call', 0, 'not measured: no block function' ];
 push @t, $b256
-  ? [ 'a block of 256 costs less per ID than a bare C call', ok_ratio($b256, $bfloor, 1.0000001),
-	ns_per_id($b256) . ' against ' . ns_per_id($bfloor) ]
-  : [ 'a block of 256 costs less per ID than a bare C call', 0, 'not measured: no block function' ];
+  ? [ 'a block of 256 (default policy) >= 95% of the layout ceiling', ok_ratio($b256, $ceiling, 0.95),
+	ratio(100 * $b256, $ceiling, '%.0f%%') ]
+  : [ 'a block of 256 (default policy) >= 95% of the layout ceiling', 0, 'not measured: no block function' ];
 $md .= "\n### Targets\n\n| target | met | measured |\n|---|---|---|\n";
 $md .= sprintf "| %s | %s | %s |\n", $_->[0], $_->[1] ? 'yes' : '**no**', $_->[2] for @t;
 
