@@ -47,6 +47,11 @@ WHERE id <> prev + 1;
 -- one block per call: three calls, three blocks that never overlap
 SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids
 FROM (SELECT snowflake_nextval_series(7) AS id FROM generate_series(1, 3)) s;
+-- one block per row from the select list, also where the sizes repeat
+SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids
+FROM (SELECT snowflake_nextval_series(g % 2 + 1) AS id FROM generate_series(1, 1000) g) s;
+SELECT count(*) AS blocks, count(DISTINCT first) AS distinct_blocks
+FROM (SELECT snowflake_nextval_block(g % 2 + 1) AS first FROM generate_series(1, 1000) g) s;
 -- for INSERT ... SELECT
 CREATE TEMP TABLE parents (id bigint PRIMARY KEY, name text);
 INSERT INTO parents SELECT id, 'p' || id FROM snowflake_nextval_series(3) id;

@@ -20,7 +20,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
-#include "commands/dbcommands.h"
+#include "storage/lmgr.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -39,6 +39,15 @@
 PGDLLEXPORT void snowflake_keeper_main(Datum arg);
 PGDLLEXPORT void snowflake_origin_main(Datum arg);
 static uint32 wait_event_keeper = 0;
+
+/* what an interrupted DROP DATABASE leaves in datconnlimit (15.4 and later) */
+#ifndef DATCONNLIMIT_INVALID_DB
+#define DATCONNLIMIT_INVALID_DB	-2
+#endif
+
+/* the origin worker is tried again after this many rounds, doubling to 3000 */
+#define ORIGIN_RETRY_FIRST	100
+#define ORIGIN_RETRY_MOST	3000
 
 /*
  * The origin worker: reads the replication origin through which 1.1 logged
@@ -79,6 +88,14 @@ snowflake_origin_main(Datum arg)
 							 100, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
+
+			/*
+			 * A broken state is never covered until it is repaired: leave
+			 * the database rather than hold it, without an answer, and the
+			 * keeper starts another worker once the state is usable.
+			 */
+			if (!mark_legacy_wanted())
+				proc_exit(1);
 			if (mark_legacy_may_drop() && wal_drop_legacy_origin() != LEGACY_BUSY)
 				break;
 		}
@@ -91,10 +108,12 @@ snowflake_origin_main(Datum arg)
  * The database the origin worker connects to: "postgres", or where it is
  * gone the first other one that takes connections, template1 last (a
  * connection to a template keeps CREATE DATABASE from copying it).
- * InvalidOid if none does.  The keeper reads only the shared catalog.
+ * InvalidOid if none does.  The keeper reads only the shared catalog, and
+ * only if its lock is free (*busy otherwise): a keeper queued behind
+ * VACUUM FULL pg_database would renew no reservation meanwhile.
  */
 static Oid
-origin_database(void)
+origin_database(bool *busy)
 {
 	Relation	rel;
 	TableScanDesc scan;
@@ -103,14 +122,20 @@ origin_database(void)
 	int			best_rank = 3;
 
 	StartTransactionCommand();
-	rel = table_open(DatabaseRelationId, AccessShareLock);
+	*busy = !ConditionalLockRelationOid(DatabaseRelationId, AccessShareLock);
+	if (*busy)
+	{
+		CommitTransactionCommand();
+		return InvalidOid;
+	}
+	rel = table_open(DatabaseRelationId, NoLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
 	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 		int			rank;
 
-		if (!db->datallowconn || database_is_invalid_form(db))
+		if (!db->datallowconn || db->datconnlimit == DATCONNLIMIT_INVALID_DB)
 			continue;
 		rank = strcmp(NameStr(db->datname), "postgres") == 0 ? 0 :
 			db->datistemplate ? 2 : 1;
@@ -121,19 +146,24 @@ origin_database(void)
 		}
 	}
 	table_endscan(scan);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);
 	CommitTransactionCommand();
 	return best;
 }
 
-/* Start the origin worker; NULL if it cannot be started. */
+/*
+ * Start the origin worker; NULL if it cannot be started.  *soon: try again
+ * at the next round (pg_database was locked), not after the back-off.
+ */
 static BackgroundWorkerHandle *
-start_origin_worker(void)
+start_origin_worker(bool *soon)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle = NULL;
-	Oid			db = origin_database();
+	Oid			db = origin_database(soon);
 
+	if (*soon)
+		return NULL;
 	if (!OidIsValid(db))
 	{
 		ereport(WARNING,
@@ -167,6 +197,9 @@ void
 snowflake_keeper_main(Datum arg)
 {
 	BackgroundWorkerHandle *origin_worker = NULL;
+	bool		origin_soon = false;
+	int			origin_next = ORIGIN_RETRY_FIRST;
+	int			origin_gap = ORIGIN_RETRY_FIRST;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -181,7 +214,7 @@ snowflake_keeper_main(Datum arg)
 
 	on_shmem_exit(keeper_exit, (Datum) 0);
 	if (mark_legacy_wanted())
-		origin_worker = start_origin_worker();
+		origin_worker = start_origin_worker(&origin_soon);
 	for (int rounds = 1;; rounds++)
 	{
 		pid_t		pid;
@@ -189,18 +222,24 @@ snowflake_keeper_main(Datum arg)
 
 		/*
 		 * The origin worker ended without an answer, or never started (its
-		 * database dropped meanwhile, say): say so, and try again every ten
-		 * seconds.
+		 * database dropped meanwhile, say): say so, and try again after ten
+		 * seconds, then less and less often (each try that fails logs why),
+		 * up to every five minutes.
 		 */
 		origin_failed = mark_legacy_wanted() &&
 			(origin_worker == NULL ||
 			 GetBackgroundWorkerPid(origin_worker, &pid) == BGWH_STOPPED);
 		mark_keeper_start(origin_failed);
-		if (origin_failed && rounds % 100 == 0)
+		if (origin_failed && (origin_soon || rounds >= origin_next))
 		{
 			if (origin_worker != NULL)
 				pfree(origin_worker);
-			origin_worker = start_origin_worker();
+			origin_worker = start_origin_worker(&origin_soon);
+			if (!origin_soon)
+			{
+				origin_next = rounds + origin_gap;
+				origin_gap = Min(origin_gap * 2, ORIGIN_RETRY_MOST);
+			}
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
