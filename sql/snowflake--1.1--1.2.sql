@@ -3,9 +3,9 @@
 
 -- 1.1 lived where CREATE EXTENSION put it (README said public); 1.2 lives
 -- in the schema snowflake.  @extschema@ in this script is 1.1's schema;
--- the block at the end moves every member of the extension, whatever came
--- before it, into snowflake.  A function body written here names
--- snowflake., never @extschema@.
+-- the blocks at the start move every member of the extension into
+-- snowflake, and the one at the end checks that schema again.  A function
+-- body written here names snowflake., never @extschema@.
 
 --
 -- Into the schema snowflake, which only superusers may own or create in:
