@@ -331,3 +331,13 @@ END $$;
 
 COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 'switch a bigserial, nextval() or identity column to DEFAULT snowflake_nextval(), after checking its values';
+
+-- An install here makes a data directory without snowflake state a fresh
+-- node, as the later versions' scripts do (the library is the one of the
+-- newest version): the function is temporary, named by its schema.
+CREATE FUNCTION pg_temp.snowflake_identity_installed()
+RETURNS void
+AS 'MODULE_PATHNAME', 'snowflake_identity_installed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+SELECT pg_temp.snowflake_identity_installed();
+DROP FUNCTION pg_temp.snowflake_identity_installed();

@@ -481,7 +481,8 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 					 errhint("Check the value; to repair to it anyway, add force => true. A forced repair can be undone with another forced one while no ID was issued after it.")));
 	}
 	PG_RETURN_INT64(mark_repair(above, force &&
-								(uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id)));
+								(uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id),
+								false));
 }
 
 /* snowflake_worker_id(): the worker id in force, or why there is none. */

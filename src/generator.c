@@ -327,7 +327,11 @@ generator_require_ready(void)
 				 errhint("Generate IDs on the primary, or promote this standby first.")));
 	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
 	if (unlikely(worker == WORKER_ID_UNSET))
-		identity_require_ok();	/* a node held back publishes none */
+	{
+		/* a node held back publishes none; a worker id set since is */
+		identity_require_ok();
+		worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
+	}
 	if (unlikely(worker == WORKER_ID_UNSET))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -374,7 +378,11 @@ generate(int64 n)
 		int64		last;
 
 		if (unlikely(worker == WORKER_ID_UNSET))
+		{
+			/* refuses, or a worker id is published now: read it */
 			(void) generator_require_ready();
+			continue;
+		}
 		if (unlikely(now < 0))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),

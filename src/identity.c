@@ -8,30 +8,45 @@
  *
  * $PGDATA/snowflake.identity (persist.c's format) records the system
  * identifier, the data directory's inode and the worker id in force the
- * last time this data directory ran, and whether it is held back.  At
- * server start the postmaster compares them with what it finds:
+ * last time this data directory ran, whether it is held back and why, and
+ * the worker ids that other systems' claims, arriving in
+ * snowflake_workers, named.  At server start the postmaster compares it
+ * with what it finds:
  *
  *	- no identity file and no state file: a data directory that never ran
- *	  the library (initdb, pg_upgrade, a cluster restored from a dump).  It
- *	  is held back until CREATE EXTENSION runs the install script here (a
- *	  fresh install) or the operator confirms it;
+ *	  the library.  It is held back until CREATE EXTENSION runs an install
+ *	  script here (a fresh install) or the operator confirms it, as its
+ *	  catalog may come from another server (pg_upgrade without the library);
  *	- binary-upgrade mode: pg_upgrade made it; held back until confirmed;
  *	- backup_label or recovery.signal without standby.signal (a base backup
  *	  or a point-in-time restore started as a primary), another inode (a
  *	  copied directory) or another system identifier, under the worker id
  *	  recorded: a copy, held back until it gets a worker id of its own or
- *	  is confirmed as the node it was copied from.
+ *	  is confirmed as the node it was copied from;
+ *	- a worker id that another system claimed: held back until it gets a
+ *	  worker id of its own or is confirmed as that system's node.
  *
- * A standby (standby.signal) is the node it follows, so a promotion needs
- * no step.  A claim in snowflake_workers of this worker id by another
- * system that arrives (a restored dump) holds the node back too.
+ * A standby (standby.signal) is the node it follows: every change of the
+ * record on a primary is logged in WAL (wal.c), and so is the record at
+ * every start of a primary, and a standby replaying it takes it as its
+ * own, so that once promoted it is what its primary was, whenever it was
+ * made.  A copy started as a primary ignores the records it replays: it
+ * is not the node they describe.
+ *
+ * Changes of the record are serialized by a lock and made by backends
+ * (CREATE EXTENSION, a confirmation, an arriving claim, the first call
+ * after a reload), by the keeper (the worker id read at a reload) and by
+ * the startup process of a standby (a replayed record); the postmaster
+ * decides at start, alone, and at a reload only publishes the worker id
+ * it reads, at once for the whole node, unless the node is held back or
+ * another system claimed that worker id.
  *
  * Held back, the node publishes no worker id (mark.c), so the generator's
  * hot path takes its existing cold branch for an unset worker id and
  * refuses here; nothing is added to the path itself.
  *
- * This file uses persist.c and mark.c; generator.c and module
- * initialization use it.
+ * This file uses persist.c, mark.c and wal.c; generator.c, the keeper and
+ * module initialization use it.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,12 +55,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "catalog/pg_authid.h"
+#include "access/parallel.h"
 #include "access/xlog.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
@@ -55,6 +72,7 @@
 #include "persist.h"
 #include "settings.h"
 #include "state.h"
+#include "wal.h"
 
 #define IDENTITY_FILE	"snowflake.identity"
 
@@ -64,7 +82,7 @@ typedef enum IdentityStatus
 	IDENTITY_NEW,				/* never ran the library; not installed here */
 	IDENTITY_UPGRADED,			/* made by pg_upgrade */
 	IDENTITY_COPY,				/* a copy of the node of its worker id */
-	IDENTITY_INHERITED			/* another system's claim of its worker id */
+	IDENTITY_INHERITED			/* another system claimed its worker id */
 } IdentityStatus;
 
 /* why a copy was recognized */
@@ -78,6 +96,13 @@ typedef enum CopyReason
 	COPY_FILE_DAMAGED
 } CopyReason;
 
+/*
+ * Worker ids other systems claimed: below CLAIM_BITS in a bitmap (every
+ * worker id of the common layouts), above it in a short list.
+ */
+#define CLAIM_BITS		1024
+#define CLAIM_HIGH		16
+
 typedef struct PersistedIdentity
 {
 	uint64		system_identifier;
@@ -85,15 +110,22 @@ typedef struct PersistedIdentity
 	int32		worker;			/* in force when written; -1 if unset */
 	uint32		status;			/* IdentityStatus */
 	uint32		reason;			/* CopyReason */
-	uint32		padding;
-	uint64		other_system;	/* IDENTITY_INHERITED: the claimant */
+	uint32		nhigh;			/* claims at or above CLAIM_BITS; may exceed
+								 * CLAIM_HIGH */
+	uint64		other_system;	/* the claimant, for the message */
+	uint8		claimed[CLAIM_BITS / 8];
+	int32		high[CLAIM_HIGH];
 } PersistedIdentity;
 
 typedef struct IdentityShared
 {
-	LWLock	   *lock;			/* serializes backends' writes of the file */
+	LWLock	   *lock;			/* serializes changes and writes of the file */
 	PersistedIdentity rec;		/* what the file holds */
 	uint64		writes;
+	pg_atomic_uint32 configured;	/* snowflake.worker_id, as last read */
+	pg_atomic_uint32 held;		/* 1 while the node is held back */
+	bool		usable;			/* the settings can be trusted */
+	bool		follows_primary;	/* started as a standby */
 } IdentityShared;
 
 static IdentityShared *ident = NULL;
@@ -135,11 +167,128 @@ exists(const char *name)
 	return access(name, F_OK) == 0;
 }
 
+/* Did another system claim this worker id? */
+static bool
+claimed(const PersistedIdentity *r, int worker)
+{
+	if (worker < 0)
+		return false;
+	if (worker < CLAIM_BITS)
+		return (r->claimed[worker / 8] & (1 << (worker % 8))) != 0;
+	for (uint32 i = 0; i < Min(r->nhigh, CLAIM_HIGH); i++)
+		if (r->high[i] == worker)
+			return true;
+	/* more such claims arrived than were kept: it may be among them */
+	return r->nhigh > CLAIM_HIGH;
+}
+
 static void
-write_identity(int elevel)
+add_claim(PersistedIdentity *r, int worker)
+{
+	if (worker < 0 || claimed(r, worker))
+		return;
+	if (worker < CLAIM_BITS)
+		r->claimed[worker / 8] |= (uint8) (1 << (worker % 8));
+	else
+	{
+		if (r->nhigh < CLAIM_HIGH)
+			r->high[r->nhigh] = worker;
+		r->nhigh++;
+	}
+}
+
+static void
+drop_claim(PersistedIdentity *r, int worker)
+{
+	if (worker < 0)
+		return;
+	if (worker < CLAIM_BITS)
+		r->claimed[worker / 8] &= (uint8) ~(1 << (worker % 8));
+	else
+		for (uint32 i = 0; i < Min(r->nhigh, CLAIM_HIGH); i++)
+			if (r->high[i] == worker)
+				r->high[i] = -1;
+}
+
+/*
+ * Make a change of the record durable: in the file, and, on a primary
+ * that can write WAL, in a record its standbys replay.
+ */
+static void
+record_changed(bool log, int elevel)
 {
 	(void) persist_write_file(IDENTITY_FILE, &ident->rec, sizeof(ident->rec),
 							  &ident->writes, elevel);
+	if (log)
+		wal_log_identity(&ident->rec, sizeof(ident->rec));
+}
+
+/*
+ * Apply the worker id configured now to the record: a copy or an heir of
+ * another system's claim given a worker id of its own is released, a node
+ * whose worker id another system claimed is held back, and the worker id
+ * in force is recorded, so that a later copy is compared with it.  Then
+ * publish the worker id, or none while held back.  With the lock held, or
+ * in the postmaster at start; log: this process may write WAL.
+ */
+static void
+settle(bool log, int elevel)
+{
+	PersistedIdentity *r = &ident->rec;
+	int			worker = (int) (int32) pg_atomic_read_u32(&ident->configured);
+	bool		changed = false;
+
+	if (r->status == IDENTITY_COPY && worker != WORKER_ID_UNSET && worker != r->worker)
+	{
+		ereport(LOG,
+				(errmsg("snowflake: worker id %d replaces %d, which this server was held back under as a copy; it generates again",
+						worker, r->worker)));
+		r->status = IDENTITY_OK;
+		r->reason = COPY_NONE;
+	}
+	else if (r->status == IDENTITY_INHERITED && !claimed(r, worker))
+	{
+		ereport(LOG,
+				(errmsg("snowflake: worker id %d replaces %d, which another system claimed; it generates again",
+						worker, r->worker)));
+		r->status = IDENTITY_OK;
+		r->other_system = 0;
+	}
+	if (r->status == IDENTITY_OK && claimed(r, worker))
+	{
+		ereport(LOG,
+				(errmsg("snowflake: worker id %d was claimed by another system; this server generates no IDs until it is told which node it is",
+						worker)));
+		r->status = IDENTITY_INHERITED;
+		/* the claimant kept is that of the worker id in force then */
+		if (r->worker != worker)
+			r->other_system = 0;
+		changed = true;
+	}
+	if (r->worker != worker || changed)
+	{
+		r->worker = worker;
+		record_changed(log, elevel);
+	}
+	/* pairs with identity_configured(): see there */
+	pg_atomic_write_u32(&ident->held, r->status == IDENTITY_OK ? 0 : 1);
+	pg_memory_barrier();
+	mark_publish_worker(r->status == IDENTITY_OK ? worker : WORKER_ID_UNSET);
+}
+
+/* settle() under the lock, in a process that may write WAL or not */
+static void
+settle_locked(bool log)
+{
+	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
+	settle(log, LOG);
+	LWLockRelease(ident->lock);
+}
+
+static bool
+usable(void)
+{
+	return ident != NULL && ident->usable;
 }
 
 /*
@@ -163,6 +312,9 @@ identity_shmem_init(void)
 		return;
 	ident->lock = &(GetNamedLWLockTranche("snowflake identity"))->lock;
 	ident->writes = 0;
+	pg_atomic_init_u32(&ident->configured, (uint32) snowflake_worker_id);
+	pg_atomic_init_u32(&ident->held, 0);
+	ident->follows_primary = standby;
 	r = &ident->rec;
 	memset(r, 0, sizeof(*r));
 	r->system_identifier = system_identifier();
@@ -170,8 +322,10 @@ identity_shmem_init(void)
 	r->worker = snowflake_worker_id;
 	r->status = IDENTITY_OK;
 
-	if (settings_problem() != NULL)
-		return;					/* such a node neither reads nor writes */
+	/* such a node neither reads nor writes the file */
+	ident->usable = settings_problem() == NULL;
+	if (!ident->usable)
+		return;
 
 	if (!standby && exists("backup_label"))
 		signal = COPY_BACKUP_LABEL;
@@ -181,6 +335,14 @@ identity_shmem_init(void)
 	res = persist_read_file(IDENTITY_FILE, &f, sizeof(f), &ident->writes, &problem);
 	if (res == MARK_OK && f.status > IDENTITY_INHERITED)
 		res = MARK_BROKEN;
+	if (res == MARK_OK)
+	{
+		/* what other systems claimed stays, whatever else changes */
+		memcpy(r->claimed, f.claimed, sizeof(r->claimed));
+		memcpy(r->high, f.high, sizeof(r->high));
+		r->nhigh = f.nhigh;
+		r->other_system = f.other_system;
+	}
 	if (IsBinaryUpgrade)
 	{
 		/*
@@ -189,7 +351,10 @@ identity_shmem_init(void)
 		 * and the old one's files stay as they are.
 		 */
 		if (state_present)
+		{
+			ident->usable = false;
 			return;
+		}
 		r->status = IDENTITY_UPGRADED;
 	}
 	else if (res == MARK_ABSENT)
@@ -213,7 +378,6 @@ identity_shmem_init(void)
 		/* held back until resolved, across restarts */
 		r->status = f.status;
 		r->reason = f.reason;
-		r->other_system = f.other_system;
 		if (f.status == IDENTITY_COPY || f.status == IDENTITY_INHERITED)
 			r->worker = f.worker;
 	}
@@ -230,7 +394,7 @@ identity_shmem_init(void)
 		}
 	}
 
-	write_identity(WARNING);
+	(void) persist_write_file(IDENTITY_FILE, r, sizeof(*r), &ident->writes, WARNING);
 	if (r->status != IDENTITY_OK)
 		ereport(WARNING,
 				(errmsg("snowflake generates no IDs on this server until it is told which node it is"),
@@ -238,59 +402,120 @@ identity_shmem_init(void)
 						   "The data directory is a copy of the node with this worker id." :
 						   r->status == IDENTITY_INHERITED ?
 						   "Another system claimed this worker id." :
-						   "The data directory does not know which IDs were issued before it."),
+						   r->status == IDENTITY_UPGRADED ?
+						   "The data directory was made by pg_upgrade." :
+						   "The data directory has no snowflake state of its own."),
 				 errhint("Call snowflake_nextval() to see the remedy.")));
 }
 
 /*
- * The worker id to publish for the configured one: none while the node is
- * held back.  In the postmaster, when snowflake.worker_id takes a value; a
- * copy given a worker id of its own is released.
+ * The worker id the configuration gives, as the postmaster reads it at a
+ * reload: published at once for the whole node, as the node's worker id
+ * must change even while the keeper is stuck (a clash found), unless the
+ * node is held back or another system claimed it.  The record is left to
+ * those that may change it (settle(), under the lock).  Against a
+ * concurrent settle() that holds the node back: each side writes its word,
+ * then a barrier, then reads the other's, so at least one of them sees the
+ * other's write and the worker id ends unpublished.  A release meanwhile
+ * may leave it unpublished too, and the next call settles it.
  */
 void
-identity_worker_assigned(int worker)
+identity_configured(int worker)
 {
-	PersistedIdentity *r;
+	if (ident == NULL)
+		return;
+	pg_atomic_write_u32(&ident->configured, (uint32) worker);
+	if (!ident->usable)
+		return;
+	mark_publish_worker(worker);
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&ident->held) != 0 || claimed(&ident->rec, worker))
+		mark_publish_worker(WORKER_ID_UNSET);
+}
 
-	if (ident == NULL || settings_problem() != NULL)
+/* In the postmaster at start, alone: publish the worker id, if any. */
+void
+identity_start(void)
+{
+	if (!usable())
 	{
-		mark_publish_worker(worker);
+		mark_publish_worker(snowflake_worker_id);
 		return;
 	}
+	settle(false, WARNING);
+}
+
+/*
+ * The keeper's part, once recovery has ended: apply the worker id read at
+ * the last reload, and, at its start (first), log the record, so that
+ * standbys made before any change of it, or while the library was not
+ * preloaded, know what this node is.
+ */
+void
+identity_keep(bool first)
+{
+	static uint32 applied = (uint32) -2;
+	uint32		now;
+
+	if (!usable())
+		return;
+	now = pg_atomic_read_u32(&ident->configured);
+	if (!first && now == applied)
+		return;
+	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
+	settle(true, LOG);
+	if (first)
+		wal_log_identity(&ident->rec, sizeof(ident->rec));
+	LWLockRelease(ident->lock);
+	applied = now;
+}
+
+/*
+ * Replay of an identity record, in the startup process.  A standby takes
+ * its primary's record as its own (its system identifier and directory
+ * stay its own) and applies its own worker id to it; a node that was not
+ * started as a standby is not the node the records describe and ignores
+ * them.  A write that fails here loses nothing that could repeat an ID: at
+ * worst the standby is held back once promoted.
+ */
+void
+identity_replay(const void *data, Size len)
+{
+	PersistedIdentity p;
+	PersistedIdentity *r;
+
+	if (!usable() || !ident->follows_primary)
+		return;
+	memset(&p, 0, sizeof(p));
+	memcpy(&p, data, Min(len, sizeof(p)));
+	if (p.status > IDENTITY_INHERITED)
+		return;
+	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
 	r = &ident->rec;
-	if ((r->status == IDENTITY_COPY || r->status == IDENTITY_INHERITED) &&
-		worker != WORKER_ID_UNSET && worker != r->worker)
+	p.system_identifier = r->system_identifier;
+	p.directory_inode = r->directory_inode;
+	if (memcmp(&p, r, sizeof(p)) != 0)
 	{
-		ereport(LOG,
-				(errmsg("snowflake: worker id %d replaces %d, which this server was held back under; it generates again",
-						worker, r->worker)));
-		r->status = IDENTITY_OK;
-		r->reason = COPY_NONE;
-		r->worker = worker;
-		write_identity(LOG);
+		*r = p;
+		record_changed(false, WARNING);
 	}
-	else if (r->status == IDENTITY_OK && r->worker != worker)
-	{
-		/* a later copy is compared with the worker id in force now */
-		r->worker = worker;
-		write_identity(LOG);
-	}
-	else if (r->status == IDENTITY_NEW || r->status == IDENTITY_UPGRADED)
-		r->worker = worker;
-	mark_publish_worker(r->status == IDENTITY_OK ? worker : WORKER_ID_UNSET);
+	settle(false, WARNING);
+	LWLockRelease(ident->lock);
 }
 
 /*
  * Refuse if the node is held back; called on the generator's cold path
- * when no worker id is published.
+ * when no worker id is published.  A worker id configured since (a copy
+ * given its own, say) is applied first, so the first call sees it.
  */
 void
 identity_require_ok(void)
 {
 	PersistedIdentity r;
 
-	if (ident == NULL)
+	if (!usable())
 		return;
+	settle_locked(!RecoveryInProgress() && !IsParallelWorker());
 	r = ident->rec;
 	switch ((IdentityStatus) r.status)
 	{
@@ -300,7 +525,8 @@ identity_require_ok(void)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It has no snowflake state of its own, and the extension was not created on this server: it was made by pg_upgrade or restored from another server, or the library was preloaded here for the first time. New IDs could repeat IDs the old server issued."),
+					 errdetail("It started with neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: the extension came with a catalog from another server (pg_upgrade without the library preloaded, or a copy without those files), whose IDs this server could repeat.",
+							   SNOWFLAKE_MARK_FILE, IDENTITY_FILE),
 					 errhint("As a superuser, run SELECT snowflake_confirm_node(above => N) with N the highest ID the old server issued (its snowflake_status.high_water_mark), or above => 0 if no server issued IDs under this worker id.")));
 			break;
 		case IDENTITY_UPGRADED:
@@ -315,8 +541,10 @@ identity_require_ok(void)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake worker id %d is claimed by another system", r.worker),
+					 r.other_system != 0 ?
 					 errdetail("A claim by system " UINT64_FORMAT " arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
-							   r.other_system),
+							   r.other_system) :
+					 errdetail("Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued."),
 					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run as a superuser SELECT snowflake_confirm_node(above => N) with N the highest ID that system issued.")));
 			break;
 		case IDENTITY_COPY:
@@ -374,7 +602,9 @@ old_mark(const char *dir)
 /*
  * snowflake_identity_confirm(above, old_data_directory): this data directory
  * is the node of its worker id (restored, upgraded, moved); continue above
- * the given floor, if any, and generate.
+ * the given floor, if any, and generate.  The floor is logged before the
+ * record, so that a standby that knows the node is this one knows the
+ * floor too.
  */
 Datum
 snowflake_identity_confirm(PG_FUNCTION_ARGS)
@@ -382,6 +612,7 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 	int64		floor_id = -1;
 	int64		result;
 	IdentityStatus before;
+	PersistedIdentity *r;
 
 	if (ident == NULL)
 		ereport(ERROR,
@@ -415,7 +646,8 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 	}
 
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	before = (IdentityStatus) ident->rec.status;
+	r = &ident->rec;
+	before = (IdentityStatus) r->status;
 	if (floor_id < 0 && before != IDENTITY_OK && before != IDENTITY_COPY)
 	{
 		LWLockRelease(ident->lock);
@@ -425,61 +657,110 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 				 errdetail("This data directory does not know which IDs were issued before it."),
 				 errhint("Give above => that ID (the old server's snowflake_status.high_water_mark), or old_data_directory => the old cluster's data directory after pg_upgrade.")));
 	}
-	result = floor_id >= 0 ? mark_repair(floor_id, false) :
+	result = floor_id >= 0 ? mark_repair(floor_id, false, true) :
 		(int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	ident->rec.status = IDENTITY_OK;
-	ident->rec.reason = COPY_NONE;
-	ident->rec.other_system = 0;
-	ident->rec.system_identifier = system_identifier();
-	ident->rec.directory_inode = directory_inode();
-	write_identity(ERROR);
-	mark_publish_worker(ident->rec.worker);
+	r->status = IDENTITY_OK;
+	r->reason = COPY_NONE;
+	r->other_system = 0;
+	r->system_identifier = system_identifier();
+	r->directory_inode = directory_inode();
+	/* this node continues the one whose claim held it back */
+	drop_claim(r, (int) (int32) pg_atomic_read_u32(&ident->configured));
+	record_changed(true, ERROR);
+	settle(true, ERROR);
 	LWLockRelease(ident->lock);
 	if (before != IDENTITY_OK)
 		ereport(LOG,
 				(errmsg("snowflake: this server confirmed as the node of worker id %d; IDs continue above " INT64_FORMAT,
-						ident->rec.worker, result)));
+						r->worker, result)));
 	PG_RETURN_INT64(result);
 }
 
 /*
- * Called by the install script: a data directory that never ran the
- * library is a fresh node once the extension is created here.  Without
- * preloading, the file is written so that the first start with the
- * library knows it.
+ * The record as the file holds it, where shared memory has none (the
+ * library is not preloaded, or its settings are unusable): changed by
+ * change(), and written back if it returns true.  A node that never ran
+ * the library starts as a fresh, released node.
+ */
+static void
+change_file(bool (*change) (PersistedIdentity *r, int worker, uint64 system),
+			int worker, uint64 system)
+{
+	PersistedIdentity r;
+	uint64		writes = 0;
+	const char *problem = NULL;
+
+	switch (persist_read_file(IDENTITY_FILE, &r, sizeof(r), &writes, &problem))
+	{
+		case MARK_BROKEN:
+			return;				/* held back as a copy at the next start */
+		case MARK_ABSENT:
+			if (exists(SNOWFLAKE_MARK_FILE))
+				return;			/* a node of an earlier version */
+			memset(&r, 0, sizeof(r));
+			r.system_identifier = system_identifier();
+			r.directory_inode = directory_inode();
+			r.worker = WORKER_ID_UNSET;
+			r.status = IDENTITY_NEW;
+			break;
+		case MARK_OK:
+			break;
+	}
+	if (change(&r, worker, system))
+		(void) persist_write_file(IDENTITY_FILE, &r, sizeof(r), &writes, WARNING);
+}
+
+static bool
+change_installed(PersistedIdentity *r, int worker, uint64 system)
+{
+	if (r->status != IDENTITY_NEW)
+		return false;
+	r->status = IDENTITY_OK;
+	return true;
+}
+
+static bool
+change_claim_seen(PersistedIdentity *r, int worker, uint64 system)
+{
+	if (system == r->system_identifier || claimed(r, worker))
+		return false;
+	add_claim(r, worker);
+	if (worker == r->worker)
+		r->other_system = system;
+	return true;
+}
+
+/*
+ * Called by the install scripts (of every version): a data directory that
+ * never ran the library is a fresh node once the extension is created
+ * here.  Without preloading, or with unusable settings, the file is
+ * written so that the first start that can use it knows it.
  */
 Datum
 snowflake_identity_installed(PG_FUNCTION_ARGS)
 {
-	if (ident == NULL)
+	if (!usable())
 	{
-		IdentityShared local;
-
-		if (exists(IDENTITY_FILE) || exists(SNOWFLAKE_MARK_FILE))
-			PG_RETURN_VOID();
-		memset(&local, 0, sizeof(local));
-		local.rec.system_identifier = system_identifier();
-		local.rec.directory_inode = directory_inode();
-		local.rec.worker = WORKER_ID_UNSET;
-		local.rec.status = IDENTITY_OK;
-		(void) persist_write_file(IDENTITY_FILE, &local.rec, sizeof(local.rec),
-								  &local.writes, WARNING);
+		change_file(change_installed, WORKER_ID_UNSET, 0);
 		PG_RETURN_VOID();
 	}
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
 	if (ident->rec.status == IDENTITY_NEW)
 	{
 		ident->rec.status = IDENTITY_OK;
-		write_identity(ERROR);
-		mark_publish_worker(ident->rec.worker);
+		record_changed(true, ERROR);
+		settle(true, ERROR);
 	}
 	LWLockRelease(ident->lock);
 	PG_RETURN_VOID();
 }
 
 /*
- * Called by the trigger on snowflake_workers for each claim that arrives:
- * another system's claim of this node's worker id holds the node back.
+ * Called by the trigger on snowflake_workers for each claim that arrives
+ * by INSERT or COPY (a restored dump): another system's claim of a worker
+ * id is kept, and holds the node back whenever that is its worker id, now
+ * or after a reload.  Claims that logical replication applies do not fire
+ * the trigger: an aggregator holds every node's.
  */
 Datum
 snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
@@ -487,16 +768,16 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 	int32		worker = PG_GETARG_INT32(0);
 	uint64		system = (uint64) PG_GETARG_INT64(1);
 
-	if (ident == NULL || settings_problem() != NULL)
-		PG_RETURN_VOID();
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	if (worker == ident->rec.worker && system != ident->rec.system_identifier &&
-		ident->rec.status != IDENTITY_INHERITED)
+	if (!usable())
 	{
-		ident->rec.status = IDENTITY_INHERITED;
-		ident->rec.other_system = system;
-		mark_publish_worker(WORKER_ID_UNSET);
-		write_identity(ERROR);
+		change_file(change_claim_seen, worker, system);
+		PG_RETURN_VOID();
+	}
+	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
+	if (change_claim_seen(&ident->rec, worker, system))
+	{
+		record_changed(true, ERROR);
+		settle(true, ERROR);
 	}
 	LWLockRelease(ident->lock);
 	PG_RETURN_VOID();

@@ -12,7 +12,10 @@
 
 extern Size identity_shmem_size(void);
 extern void identity_shmem_init(void);
-extern void identity_worker_assigned(int worker);
+extern void identity_configured(int worker);
+extern void identity_start(void);
+extern void identity_keep(bool first);
+extern void identity_replay(const void *data, Size len);
 extern void identity_require_ok(void);
 
 #endif							/* SNOWFLAKE_IDENTITY_H */

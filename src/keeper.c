@@ -2,13 +2,14 @@
  *
  * keeper.c
  *	  The keeper: a background worker that runs once recovery has finished.
- *	  It applies the recovery floor, then makes every reservation durable
- *	  (in WAL and in the state file) ahead of the IDs being issued, so that
- *	  backends rarely wait for one.  And the short-lived worker that reads
- *	  and drops the replication origin 1.1 used.
+ *	  It logs the node's identity for its standbys, applies the recovery
+ *	  floor, then makes every reservation durable (in WAL and in the state
+ *	  file) ahead of the IDs being issued, so that backends rarely wait for
+ *	  one, and applies the worker id of each reload.  And the short-lived
+ *	  worker that reads and drops the replication origin 1.1 used.
  *
- * It uses mark.c, wal.c and the settings; nothing calls into it but the
- * postmaster.
+ * It uses identity.c, mark.c, wal.c and the settings; nothing calls into
+ * it but the postmaster.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,6 +32,7 @@
 #include "utils/wait_event.h"
 
 #include "compat.h"
+#include "identity.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -213,6 +215,9 @@ snowflake_keeper_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	on_shmem_exit(keeper_exit, (Datum) 0);
+
+	/* before any reservation of this start: what this node is */
+	identity_keep(true);
 	if (mark_legacy_wanted())
 		origin_worker = start_origin_worker(&origin_soon);
 	for (int rounds = 1;; rounds++)
@@ -258,6 +263,7 @@ snowflake_keeper_main(Datum arg)
 						(errmsg("snowflake worker id changed from %d to %d",
 								before, snowflake_worker_id)));
 		}
+		identity_keep(false);
 		mark_keep_ahead();
 	}
 }

@@ -619,10 +619,12 @@ mark_publish_worker(int worker)
  * A repair that raises the state remembers the last ID before it, which
  * bounds every ID the node issued, until the first reservation above it.
  * Until then, lower undoes it: what the node holds is dropped, and the
- * state goes down to the larger of the given ID and that bound.
+ * state goes down to the larger of the given ID and that bound.  log: the
+ * floor comes from outside this node's WAL (another cluster's IDs), so it
+ * is logged, and a standby continues above it too.
  */
 int64
-mark_repair(int64 above, bool lower)
+mark_repair(int64 above, bool lower, bool log)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
@@ -728,6 +730,9 @@ mark_repair(int64 above, bool lower)
 	 * reservation first.
 	 */
 	mark = Max(Max(last, reserved), 1);
+	/* a floor from outside this node's WAL reaches its standbys too */
+	if (log)
+		wal_log_reservation(mark, l->name);
 	snowflake_shared->writes = 0;
 	snowflake_shared->floor_done = true;
 	if (!write_mark(l, mark, WARNING))

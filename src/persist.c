@@ -16,6 +16,11 @@
  * always held a good record once: an empty or unreadable one is damage,
  * not a first start.
  *
+ * A file that cannot be written in place (its mode or owner changed, say)
+ * is written anew beside it and renamed over it, as PostgreSQL does with
+ * postgresql.auto.conf: only a data directory in which the server can
+ * create no file makes a write fail.
+ *
  * The files themselves are not WAL-logged (the reservations are, by
  * wal.c); a record written by an earlier version may be shorter than
  * today's, and its missing fields read as 0.
@@ -185,12 +190,25 @@ fill_slot(char *slot, const void *payload, size_t len, uint64 writes)
 	memcpy(slot + sizeof(h) + len, &crc, sizeof(crc));
 }
 
+/* The directory that holds path, in dir. */
+static const char *
+parent_dir(const char *path, char *dir)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (slash == NULL)
+		return ".";
+	strlcpy(dir, path, Min((size_t) (slash - path) + 1, MAXPGPATH));
+	return dir[0] ? dir : "/";
+}
+
 /* Write the whole file anew: both slots, a temporary file, a rename. */
 static bool
 create_file(const char *path, const void *payload, size_t len, int elevel)
 {
 	char		buf[2 * SLOT_SIZE];
 	char		tmp[MAXPGPATH];
+	char		dir[MAXPGPATH];
 	int			fd;
 
 	/* the record with counter c always lives in slot c % 2 */
@@ -220,12 +238,66 @@ create_file(const char *path, const void *payload, size_t len, int elevel)
 		return false;
 	}
 	CloseTransientFile(fd);
-	if (durable_rename(tmp, path, elevel) != 0)
+
+	/*
+	 * rename() then an fsync of the directory: durable_rename() would open
+	 * the old file for writing first, which is what a file the server may
+	 * not write refuses.  Its contents were synced when they were written.
+	 */
+	if (rename(tmp, path) != 0)
 	{
+		int			save_errno = errno;
+
 		unlink(tmp);
+		errno = save_errno;
+		ereport(elevel,
+				(errcode_for_file_access(),
+				 errmsg("could not rename file \"%s\" to \"%s\": %m", tmp, path)));
 		return false;
 	}
-	return true;
+	return fsync_fname_ext(parent_dir(path, dir), true, false, elevel) == 0;
+}
+
+/*
+ * Write the record into its slot of the existing file; false, with errno
+ * set and *what naming the step that failed, if that cannot be done.
+ */
+static bool
+write_in_place(const char *path, const char *slot, uint64 next, const char **what)
+{
+	int			fd;
+	int			save_errno;
+
+	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
+	if (fd < 0)
+	{
+		*what = "open";
+		return false;
+	}
+	errno = 0;
+	if (pg_pwrite(fd, slot, SLOT_SIZE, (off_t) (next % 2) * SLOT_SIZE) != SLOT_SIZE)
+	{
+		save_errno = errno ? errno : ENOSPC;
+		*what = "write";
+	}
+	else if (pg_fdatasync(fd) != 0)
+	{
+		/*
+		 * No PANIC needed: the caller does not rely on this record, and the
+		 * file written anew below is synced whole before it replaces this
+		 * one.
+		 */
+		save_errno = errno;
+		*what = "fsync";
+	}
+	else
+	{
+		CloseTransientFile(fd);
+		return true;
+	}
+	CloseTransientFile(fd);
+	errno = save_errno;
+	return false;
 }
 
 /*
@@ -234,7 +306,9 @@ create_file(const char *path, const void *payload, size_t len, int elevel)
  * the counter of the record written.  The record goes into the slot that
  * does not hold the newest one, and only a successful write moves on to
  * the other slot, so a failed or torn write never touches the last good
- * record.  Reports failures at elevel and returns false below ERROR.
+ * record.  A file that cannot be written in place is written anew and
+ * renamed over it, which leaves the old one whole until the rename.
+ * Reports failures at elevel and returns false below ERROR.
  */
 bool
 persist_write_file(const char *path, const void *payload, size_t len,
@@ -242,59 +316,26 @@ persist_write_file(const char *path, const void *payload, size_t len,
 {
 	char		slot[SLOT_SIZE];
 	uint64		next = *writes + 1;
-	int			fd;
+	const char *what = NULL;
 
 	StaticAssertStmt(sizeof(SlotHeader) + MAX_PAYLOAD + sizeof(pg_crc32c) <= SLOT_SIZE,
 					 "a state record must fit one sector");
 	Assert(len <= MAX_PAYLOAD);
 
-	if (*writes == 0)
+	if (*writes > 0)
 	{
-		if (!create_file(path, payload, len, elevel))
-			return false;
-		*writes = 1;
-		return true;
-	}
-
-	fill_slot(slot, payload, len, next);
-	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
-	if (fd < 0)
-	{
-		ereport(elevel,
+		fill_slot(slot, payload, len, next);
+		if (write_in_place(path, slot, next, &what))
+		{
+			*writes = next;
+			return true;
+		}
+		ereport(LOG,
 				(errcode_for_file_access(),
-				 errmsg("could not open file \"%s\": %m", path),
-				 errhint("The server must be able to write \"%s\" in its data directory.", path)));
-		return false;
+				 errmsg("could not %s file \"%s\": %m; writing it anew", what, path)));
 	}
-	errno = 0;
-	if (pg_pwrite(fd, slot, SLOT_SIZE, (off_t) (next % 2) * SLOT_SIZE) != SLOT_SIZE)
-	{
-		int			save_errno = errno ? errno : ENOSPC;
-
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", path)));
+	if (!create_file(path, payload, len, elevel))
 		return false;
-	}
-	if (pg_fdatasync(fd) != 0)
-	{
-		int			save_errno = errno;
-
-		CloseTransientFile(fd);
-		errno = save_errno;
-
-		/*
-		 * No PANIC needed: the caller does not rely on this record, and the
-		 * next attempt rewrites the same slot whole before it syncs again.
-		 */
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not fsync file \"%s\": %m", path)));
-		return false;
-	}
-	CloseTransientFile(fd);
-	*writes = next;
+	*writes = 1;
 	return true;
 }

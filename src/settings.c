@@ -140,7 +140,8 @@ check_worker_id(int *newval, void **extra, GucSource source)
 
 /*
  * The postmaster reads the configuration once for the whole node: the
- * worker id it assigns is published there, in one step for every backend.
+ * worker id it reads is handed on from there (identity.c applies it and
+ * publishes it in one step for every backend).
  */
 static void
 assign_worker_id(int newval, void *extra)

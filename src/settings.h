@@ -37,7 +37,7 @@ extern int	snowflake_decimal_generator_max;
 /* the layout of this server; never NULL once settings_define() ran */
 extern const SnowflakeLayout *snowflake_layout;
 
-/* called in the postmaster when snowflake.worker_id takes a new value */
+/* called in the postmaster when it reads snowflake.worker_id at a reload */
 extern void (*settings_worker_assigned) (int worker);
 
 extern void settings_define(bool preloaded);

@@ -50,7 +50,7 @@ snowflake_shmem_startup(void)
 	/* before mark.c makes its state file: its absence is evidence */
 	identity_shmem_init();
 	mark_shmem_init();
-	identity_worker_assigned(snowflake_worker_id);
+	identity_start();
 	schemes_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -69,8 +69,8 @@ _PG_init(void)
 	 */
 	if (!IsBinaryUpgrade)
 		keeper_register();
-	wal_register(mark_replay);
-	settings_worker_assigned = identity_worker_assigned;
+	wal_register(mark_replay, identity_replay);
+	settings_worker_assigned = identity_configured;
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = snowflake_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;

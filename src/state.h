@@ -102,7 +102,7 @@ extern void mark_keeper_start(bool legacy_failed);
 extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
-extern int64 mark_repair(int64 above, bool lower);
+extern int64 mark_repair(int64 above, bool lower, bool log);
 extern void mark_replay(int64 mark, const char *layout);
 extern bool mark_legacy_wanted(void);
 extern void mark_legacy_found(bool found, int64 mark);

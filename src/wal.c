@@ -2,9 +2,10 @@
  *
  * wal.c
  *	  How reservations reach WAL: the extension's WAL resource manager,
- *	  "snowflake", with one record ("reservation up to ID X, in layout L"),
- *	  its logging and its replay; and the replication origin through which
- *	  1.1 logged reservations, read once and then dropped.
+ *	  "snowflake", with its records ("reservation up to ID X, in layout L";
+ *	  "the node's identity is now R"), their logging and their replay; and
+ *	  the replication origin through which 1.1 logged reservations, read
+ *	  once and then dropped.
  *
  * A record is logged and flushed before the reservation it carries is
  * used.  Its replay, in the startup process (crash recovery, standbys,
@@ -13,8 +14,12 @@
  * replay goes on, so no restartpoint passes a record whose mark is not in
  * the file.
  *
- * This file knows nothing of the floor: mark.c calls it, and module
- * initialization gives it the replay hook.  It takes no lock and no
+ * An identity record carries the node's identity as identity.c keeps it
+ * (whether the node may generate, and why not); a standby replays it so
+ * that it is, once promoted, what its primary was.
+ *
+ * This file knows nothing of the floor or of identities: mark.c and
+ * identity.c call it, and module initialization gives it the replay hooks.  It takes no lock and no
  * capacity that users' replication counts on: the record needs neither a
  * replication origin nor a slot, and the old origin is read and dropped
  * only under locks taken conditionally.
@@ -36,8 +41,10 @@
 #include "compat.h"
 #include "wal.h"
 
-/* the one record: every ID up to mark may have been issued */
+/* every ID up to mark may have been issued */
 #define XLOG_SNOWFLAKE_RESERVE	0x00
+/* the node's identity record, as identity.c keeps it */
+#define XLOG_SNOWFLAKE_IDENTITY	0x10
 
 typedef struct xl_snowflake_reserve
 {
@@ -46,17 +53,24 @@ typedef struct xl_snowflake_reserve
 } xl_snowflake_reserve;
 
 static wal_redo_hook redo_hook = NULL;
+static wal_identity_hook identity_hook = NULL;
 
 static void
 snowflake_rm_redo(XLogReaderState *record)
 {
 	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	uint32		len = XLogRecGetDataLen(record);
 	xl_snowflake_reserve xlrec;
 
-	if (info != XLOG_SNOWFLAKE_RESERVE ||
-		XLogRecGetDataLen(record) != sizeof(xl_snowflake_reserve))
+	if (info == XLOG_SNOWFLAKE_IDENTITY && len > 0 && len <= WAL_IDENTITY_MAX)
+	{
+		if (identity_hook)
+			identity_hook(XLogRecGetData(record), len);
+		return;
+	}
+	if (info != XLOG_SNOWFLAKE_RESERVE || len != sizeof(xl_snowflake_reserve))
 		elog(PANIC, "snowflake_rm_redo: unknown record (info %u, length %u)",
-			 info, XLogRecGetDataLen(record));
+			 info, len);
 	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
 	xlrec.layout[NAMEDATALEN - 1] = '\0';
 	if (redo_hook)
@@ -73,13 +87,20 @@ snowflake_rm_desc(StringInfo buf, XLogReaderState *record)
 		XLogRecGetDataLen(record) == sizeof(xl_snowflake_reserve))
 		appendStringInfo(buf, "up to " INT64_FORMAT ", layout %.*s",
 						 xlrec->mark, NAMEDATALEN, xlrec->layout);
+	else if (info == XLOG_SNOWFLAKE_IDENTITY)
+		appendStringInfo(buf, "%u bytes", XLogRecGetDataLen(record));
 }
 
 static const char *
 snowflake_rm_identify(uint8 info)
 {
-	if ((info & ~XLR_INFO_MASK) == XLOG_SNOWFLAKE_RESERVE)
-		return "RESERVE";
+	switch (info & ~XLR_INFO_MASK)
+	{
+		case XLOG_SNOWFLAKE_RESERVE:
+			return "RESERVE";
+		case XLOG_SNOWFLAKE_IDENTITY:
+			return "IDENTITY";
+	}
 	return NULL;
 }
 
@@ -92,9 +113,10 @@ static RmgrData snowflake_rmgr = {
 
 /* Called from _PG_init while preloading: recovery needs it from the start. */
 void
-wal_register(wal_redo_hook redo)
+wal_register(wal_redo_hook redo, wal_identity_hook identity)
 {
 	redo_hook = redo;
+	identity_hook = identity;
 	RegisterCustomRmgr(SNOWFLAKE_RMGR_ID, &snowflake_rmgr);
 }
 
@@ -114,6 +136,22 @@ wal_log_reservation(int64 mark, const char *layout)
 	XLogBeginInsert();
 	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
 	lsn = XLogInsert(SNOWFLAKE_RMGR_ID, XLOG_SNOWFLAKE_RESERVE);
+	XLogFlush(lsn);
+}
+
+/*
+ * Log the node's identity record and flush it, so that a standby that
+ * replays anything logged after it knows it too.
+ */
+void
+wal_log_identity(const void *rec, Size len)
+{
+	XLogRecPtr	lsn;
+
+	Assert(len > 0 && len <= WAL_IDENTITY_MAX);
+	XLogBeginInsert();
+	XLogRegisterData((char *) rec, len);
+	lsn = XLogInsert(SNOWFLAKE_RMGR_ID, XLOG_SNOWFLAKE_IDENTITY);
 	XLogFlush(lsn);
 }
 

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * wal.h
- *	  How reservations reach WAL (wal.c): the extension's WAL resource
- *	  manager and its one record, and the replication origin that carried
- *	  reservations before 1.2.
+ *	  How reservations and the node's identity reach WAL (wal.c): the
+ *	  extension's WAL resource manager and its records, and the replication
+ *	  origin that carried reservations before 1.2.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,6 +24,13 @@
 /* Called in the startup process for every reservation replayed. */
 typedef void (*wal_redo_hook) (int64 mark, const char *layout);
 
+/*
+ * Called in the startup process for every identity record replayed, with
+ * the record as identity.c logged it (at most WAL_IDENTITY_MAX bytes).
+ */
+#define WAL_IDENTITY_MAX	256
+typedef void (*wal_identity_hook) (const void *rec, Size len);
+
 /* What the origin of 1.1 says; see wal_legacy_mark(). */
 typedef enum LegacyOrigin
 {
@@ -34,8 +41,9 @@ typedef enum LegacyOrigin
 								 * progress */
 } LegacyOrigin;
 
-extern void wal_register(wal_redo_hook redo);
+extern void wal_register(wal_redo_hook redo, wal_identity_hook identity);
 extern void wal_log_reservation(int64 mark, const char *layout);
+extern void wal_log_identity(const void *rec, Size len);
 extern LegacyOrigin wal_legacy_mark(int64 *mark);
 extern LegacyOrigin wal_drop_legacy_origin(void);
 

@@ -1,13 +1,24 @@
 # SnowflakeTorture: plays a random history of operations and faults on a
-# small cluster, from a seed, and checks the promise after every step:
-# every ID a node issues (or the node it took over from, for what reached
-# it) is unique and greater than every ID issued before it; where the node
-# cannot keep that, it refuses with a known error.  No call hangs past its
-# policy; no process crashes but those the history kills.
+# small cluster, from a seed, and checks both halves of the promise after
+# every step:
 #
-# The history is drawn from the seed alone (Perl's rand, seeded), so a
-# failing seed replays the same operations; the interleaving of concurrent
-# sessions is the only thing left to the machine.
+#  - every ID a node issues (or the node it took over from, for what reached
+#    it) is unique and greater than every ID issued before it, and carries a
+#    time no further ahead of the clock than the policy lets it;
+#  - the node refuses only where it must: a model of what the node knows
+#    (the IDs it issued and may have reserved, the clock it read, its
+#    settings, its state file, which node its data directory is, what the
+#    operator did) decides for every call whether a refusal is allowed and
+#    with which reason; a refusal it does not allow, or with another
+#    reason, is a violation like a repeated ID.
+#
+# No call hangs past its policy; no process crashes but those the history
+# kills; a node the history restarts comes back.
+#
+# The history is drawn from the seed alone (Perl's rand, seeded), and from
+# the event kinds it is told to include (force), so a failing seed replays
+# the same operations; the interleaving of concurrent sessions is the only
+# thing left to the machine.
 package SnowflakeTorture;
 
 use strict;
@@ -17,29 +28,34 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 use SnowflakeTest;
 
-our @EXPORT = qw(play_history);
+our @EXPORT = qw(play_history event_kinds);
 
-# Errors a call may end with: the node refusing, or the history's faults.
-my @known_errors = (
-	qr/system clock moved backwards by \d+ ms/,
-	qr/snowflake generator is \d+ ms ahead of the system clock/,
-	qr/snowflake layout "\w+" cannot continue above the IDs issued under layout/,
-	qr/snowflake state file "snowflake.state" cannot be used/,
-	qr/snowflake reservation was not renewed within \d+ ms/,
-	qr/snowflake cannot generate IDs: /,
-	qr/snowflake.worker_id is not set/,
-	qr/cannot generate snowflake IDs during recovery/,
-	# a copy, an upgrade or a restore held back until told which node it is
-	qr/snowflake data directory is a copy of the node with worker id \d+/,
-	qr/snowflake does not know which IDs (were issued before this data directory|the cluster issued before pg_upgrade)/,
-	qr/snowflake worker id \d+ is claimed by another system/,
-	qr/could not (open|write|fsync|create) file "snowflake.state/,
-	qr/could not rename file "snowflake.state.new"/,
-	# a repair above an ID the layout in force cannot exceed
-	qr/snowflake ID \d+ is out of range for the "\w+" layout/,
-	# the history's own kills and restarts
+# Every kind of event a history can hold; the histories of `make test`
+# together must hold each at least once.
+my @event_kinds = qw(
+  burst block-burst series-burst burst-clock-step burst-backend-kill
+  clock-back clock-far-back clock-forward clock-home clock-glitch
+  reload-worker reload-backward reload-ahead
+  restart-fast restart-immediate hard-kill keeper-kill keeper-stop
+  layout-change layout-broken worker-broken
+  state-truncate state-zero state-torn state-unwritable repair
+  subscription-add subscription-drop subscription-hung
+  standby standby-few-slots standby-checkpoint standby-crash standby-backend-kill
+  promote cascade promote-cascade second-promotion
+  standby-before-extension preload-added-later preload-removed extension-1.1-updated
+  extension-recreated second-database bad-setting-before-first-id
+  pg_upgrade pg_upgrade-without-preload dump-restore clone pitr
+  hint-settings hint-layout hint-clock hint-keeper
+);
+
+sub event_kinds { return @event_kinds; }
+
+# Errors that only a connection cut by the history's own kills and
+# restarts may end a call with.
+my @cut_errors = (
 	qr/server closed the connection unexpectedly/,
 	qr/terminating connection because of crash of another server process/,
 	qr/terminating connection due to (administrator command|unexpected postmaster exit)/,
@@ -52,6 +68,11 @@ my @known_errors = (
 );
 
 my @layouts = qw(shardingsphere twitter discord instagram sonyflake javascript custom broken);
+
+# How far a timing may be off before the model calls a refusal unjustified:
+# the time between the model's clock reading and the node's, on a loaded
+# machine.
+my $slack_ms = 250;
 
 sub new_history
 {
@@ -68,6 +89,9 @@ sub new_history
 		faults => 0,
 		ops => 0,
 		violations => [],
+		allowed => 0,			# refusals the model allowed
+		unjustified => 0,		# refusals it did not
+		kinds => {},			# event kinds played
 		offset_ms => 0,			# the primary's clock offset
 		layout => 'shardingsphere',
 		worker => 1,
@@ -75,8 +99,23 @@ sub new_history
 		ahead_ms => 0,
 		keeper_stopped => 0,
 		standby => undef,
+		cascade => undef,
+		promotions => 0,
 		backup => 0,
-		unwritable => 0,
+		dbs => ['postgres'],
+		# what the node knows, for judging its refusals
+		model => {
+			identity => 'ok',	# ok, copy, upgraded, new, inherited
+			settings_bad => 0,	# a setting rejected at the last start
+			worker_bad => 0,	# the worker id in the file was rejected
+			file_broken => 0,	# the state file cannot be trusted
+			preloaded => 1,
+			extension => 1,		# the extension exists in every database used
+			hi => 0,			# the largest ID the lineage may have issued
+			hi_layout => 'shardingsphere',	# the layout it was issued in
+			unclean => 0,		# the state may be a reservation ahead of hi
+			seen_ms => 0,		# the latest clock reading of the node
+		},
 	};
 	open my $fh, '>', $h->{record} or die "cannot write $h->{record}: $!";
 	close $fh;
@@ -90,6 +129,13 @@ sub say_op
 	return;
 }
 
+sub kind
+{
+	my ($h, @kinds) = @_;
+	$h->{kinds}{$_}++ for @kinds;
+	return;
+}
+
 sub violation
 {
 	my ($h, $what) = @_;
@@ -98,6 +144,59 @@ sub violation
 }
 
 sub pick { return $_[ int(rand(scalar @_)) ]; }
+
+sub now_ms { return int(Time::HiRes::time() * 1000); }
+
+# ---------------------------------------------------------------- layouts
+
+# The layouts as the model computes them: time bits, worker bits, sequence
+# bits, tick and epoch; the presets as the node lists them, the custom one
+# as the history configures it.
+sub layout_params
+{
+	my ($h, $name) = @_;
+	return $h->{layouts}{$name};
+}
+
+sub load_layouts
+{
+	my ($h, $node) = @_;
+	my $out = $node->safe_psql('postgres', q{
+		SELECT name, time_bits, worker_bits, seq_bits, tick_ms,
+			   (extract(epoch FROM epoch) * 1000)::bigint
+		FROM snowflake.snowflake_layouts()});
+	for my $line (split /\n/, $out)
+	{
+		my ($name, $t, $w, $s, $tick, $epoch) = split /\|/, $line;
+		$h->{layouts}{$name} = { shift => $w + $s, bits => $t + $w + $s, tick => $tick, epoch => $epoch };
+	}
+	# custom: 40/8/14, 1 ms, 2020-01-01 (conf_lines)
+	$h->{layouts}{custom} = { shift => 22, bits => 62, tick => 1, epoch => 1577836800000 };
+	return;
+}
+
+# The time an ID carries in a layout, in Unix ms; undef beyond the layout.
+sub id_time_ms
+{
+	my ($h, $id, $layout) = @_;
+	my $p = layout_params($h, $layout) or return undef;
+	return undef if $p->{bits} < 63 && $id >= (1 << $p->{bits});
+	return $p->{epoch} + ($id >> $p->{shift}) * $p->{tick};
+}
+
+# The largest ID of the tick a second after the one that holds time ms: the
+# furthest a reservation made then reaches.
+sub reservation_after
+{
+	my ($h, $ms, $layout) = @_;
+	my $p = layout_params($h, $layout) or return 0;
+	my $tick = int(($ms - $p->{epoch}) / $p->{tick}) + int(1000 / $p->{tick}) + 1;
+	return 0 if $tick < 0;
+	my $id = (($tick + 1) << $p->{shift}) - 1;
+	return $id >= 0 && ($p->{bits} >= 63 || $id < (1 << $p->{bits})) ? $id : (1 << $p->{bits}) - 1;
+}
+
+# ---------------------------------------------------------------- the node
 
 sub conf_lines
 {
@@ -108,7 +207,6 @@ sub conf_lines
 	{
 		$extra = "snowflake.custom_time_bits = 40\nsnowflake.custom_worker_bits = 8\n"
 		  . "snowflake.custom_seq_bits = 14\nsnowflake.custom_epoch = '2020-01-01'\n";
-		$layout = 'custom';
 	}
 	elsif ($layout eq 'broken')
 	{
@@ -122,14 +220,42 @@ sub conf_lines
 # Rewrite the settings the history controls, in a file of their own.
 sub write_settings
 {
-	my ($h, $node) = @_;
+	my ($h, $node, %opt) = @_;
 	my $file = $node->data_dir . '/torture.conf';
+	my $worker = $opt{worker} // ($h->{model}{worker_bad} ? 5000 : $h->{worker});
 	open my $fh, '>', $file or die "cannot write $file: $!";
 	print $fh conf_lines($h);
-	print $fh "snowflake.worker_id = $h->{worker}\n";
+	print $fh "snowflake.worker_id = $worker\n";
 	print $fh "snowflake.max_clock_backward_ms = $h->{backward_ms}\n";
 	print $fh "snowflake.max_run_ahead_ms = $h->{ahead_ms}\n";
+	print $fh "shared_preload_libraries = ''\n" unless $opt{preload} // $h->{model}{preloaded};
 	close $fh;
+	# what this node runs with, once it is the primary
+	$node->{torture_settings} = { map { $_ => $h->{$_} } qw(layout worker backward_ms ahead_ms) };
+	$node->{torture_settings}{worker_bad} = $h->{model}{worker_bad};
+	return;
+}
+
+# A standby starts (again) on its own clock, with the layout its file
+# gives then: a later change of the file reaches it at its next start.
+sub start_standby
+{
+	my ($sb) = @_;
+	start_faked($sb, sprintf('%+.3f', $sb->{torture_offset_ms} / 1000), fail_ok => 1);
+	$sb->{torture_layout} = $sb->{torture_settings}{layout};
+	return;
+}
+
+# A promoted node runs with the settings it was given (reloaded), in the
+# layout it started with.
+sub adopt_settings
+{
+	my ($h, $node) = @_;
+	my $st = $node->{torture_settings} or return;
+	$h->{$_} = $st->{$_} for qw(worker backward_ms ahead_ms);
+	$h->{layout} = $node->{torture_layout} // $st->{layout};
+	$h->{model}{worker_bad} = $st->{worker_bad};
+	$h->{model}{settings_bad} = $h->{layout} eq 'broken' || $st->{worker_bad};
 	return;
 }
 
@@ -162,7 +288,7 @@ sub keeper_pid
 
 sub wake_keeper
 {
-	my ($h, $node) = @_;
+	my ($h) = @_;
 	if ($h->{keeper_stopped})
 	{
 		kill 'CONT', $h->{keeper_stopped};
@@ -174,11 +300,11 @@ sub wake_keeper
 # Run one statement; never dies, whatever the server does meanwhile.
 sub try_sql
 {
-	my ($node, $sql, $timeout) = @_;
+	my ($node, $sql, $timeout, $db) = @_;
 	my ($out, $err) = ('', '');
 	my $ok = eval {
 		IPC::Run::run(
-			[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-c', $sql ],
+			[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db // 'postgres'), '-c', $sql ],
 			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout($timeout // 60));
 	};
 	$err .= $@ if $@;
@@ -193,6 +319,19 @@ sub wait_up
 	{
 		my ($ret) = try_sql($node, 'SELECT 1', 10);
 		return 1 if $ret == 0;
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
+}
+
+# Wait until a node has left recovery; false if it never does.
+sub wait_primary
+{
+	my ($node) = @_;
+	for (1 .. 300)
+	{
+		my (undef, $r) = try_sql($node, 'SELECT pg_is_in_recovery()', 10);
+		return 1 if $r eq 'f';
 		select(undef, undef, undef, 0.1);
 	}
 	return 0;
@@ -213,37 +352,212 @@ sub hard_kill
 	return;
 }
 
+# The node stops without recording its exact last ID: its state may be the
+# reservation, a second ahead of its IDs.
+sub unclean
+{
+	my ($h) = @_;
+	$h->{model}{unclean} = 1;
+	return;
+}
+
+# A start with the settings the history wrote: the model learns whether
+# the node can trust them.
 sub start_node
 {
 	my ($h, $node, $offset_ms) = @_;
 	write_settings($h, $node);
 	set_offset($node, $offset_ms);
 	start_faked($node, sprintf('%+.3f', $offset_ms / 1000), fail_ok => 1);
+	$h->{model}{settings_bad} = $h->{layout} eq 'broken' || $h->{model}{worker_bad};
 	return wait_up($node);
 }
 
-sub check_error
+sub start_or_violation
 {
-	my ($h, $err, $what) = @_;
-	for my $line (grep { /ERROR|FATAL|PANIC|error|failed|closed|lost/ } split /\n/, $err)
-	{
-		next if grep { $line =~ $_ } @known_errors;
-		next if $line =~ /^\s*(DETAIL|HINT|CONTEXT):/;
-		violation($h, "$what: unexpected error: $line");
-	}
+	my ($h, $node, $offset_ms) = @_;
+	start_node($h, $node, $offset_ms) or violation($h, 'the node did not come back');
 	return;
 }
 
-# Record IDs in the file outside the cluster, and check them.
+# ---------------------------------------------------------------- judging
+
+# The furthest ahead of the clock (at Unix ms $now) the node's state may be
+# in the layout in force, from what the model knows; undef if the state
+# does not fit the layout.
+sub lead_bound_ms
+{
+	my ($h, $now) = @_;
+	my $m = $h->{model};
+	my $hi = $m->{hi};
+	if ($m->{unclean} && $hi > 0)
+	{
+		# a reservation reaches a second past the latest ID asked for: at
+		# most the latest ID issued, or the clock then, a tick on
+		my $t = id_time_ms($h, $hi, $m->{hi_layout}) // 0;
+		my $tick = (layout_params($h, $m->{hi_layout}) // { tick => 1 })->{tick};
+		$t = $m->{seen_ms} if $m->{seen_ms} > $t;
+		my $r = reservation_after($h, $t + $tick, $m->{hi_layout});
+		$hi = $r if $r > $hi;
+	}
+	my $t = id_time_ms($h, $hi, $h->{layout});
+	return undef unless defined $t;
+	return $t - $now;
+}
+
+sub allowed_lead_ms
+{
+	my ($h) = @_;
+	return $h->{ahead_ms} < 0 ? 86_400_000 : $h->{ahead_ms};
+}
+
+# Why the model lets the node refuse a call with this error line, or undef
+# if it does not.  $ctx: the call's clock (lo_ms, the earliest the clock
+# read during it), whether the history cut connections during it, whether
+# it went to a standby, whether it is a repair.
+sub justified
+{
+	my ($h, $line, $ctx) = @_;
+	my $m = $h->{model};
+
+	for my $re (@cut_errors)
+	{
+		return $ctx->{cut} ? 'connection cut by the history' : undef if $line =~ $re;
+	}
+	return $ctx->{standby} ? 'a standby' : undef
+	  if $line =~ /cannot generate snowflake IDs during recovery/;
+	return 'not preloaded' if !$m->{preloaded} && $line =~ /snowflake must be loaded via "shared_preload_libraries"/;
+	return undef if !$m->{preloaded};
+	return $m->{settings_bad} ? 'a setting rejected at start' : undef
+	  if $line =~ /snowflake cannot generate IDs: /;
+	return undef if $m->{settings_bad};
+
+	my %identity = (
+		copy => qr/snowflake data directory is a copy of the node with worker id (\d+)/,
+		upgraded => qr/snowflake does not know which IDs the cluster issued before pg_upgrade/,
+		new => qr/snowflake does not know which IDs were issued before this data directory/,
+		inherited => qr/snowflake worker id (\d+) is claimed by another system/,
+	);
+	if ($m->{identity} ne 'ok')
+	{
+		return "held back: $m->{identity}" if $line =~ $identity{ $m->{identity} };
+		return undef;
+	}
+	for my $re (values %identity)
+	{
+		return undef if $line =~ $re;
+	}
+
+	my $now = $ctx->{lo_ms};
+	my $lead = lead_bound_ms($h, $now);
+	my $tick = (layout_params($h, $h->{layout}) // { tick => 1 })->{tick};
+	my $allowed = allowed_lead_ms($h);
+	if ($line =~ /snowflake state file "snowflake.state" cannot be used/)
+	{
+		return 'the state file is damaged' if $m->{file_broken};
+		return 'the state is beyond the layout' if !defined $lead;
+		return undef;
+	}
+	if ($line =~ /snowflake ID \d+ is out of range for the "\w+" layout/)
+	{
+		return $ctx->{repair} && !defined $lead ? 'the floor is beyond the layout' : undef;
+	}
+	if ($line =~ /snowflake layout "[\w:\/@+-]+" cannot continue above the IDs issued under layout/)
+	{
+		return undef if $m->{hi_layout} eq $h->{layout};
+		return 'the state is beyond the new layout' if !defined $lead;
+		return $lead > $allowed + max($h->{backward_ms}, $tick) - $slack_ms ?
+		  'the new layout is below the last ID' : undef;
+	}
+	if ($line =~ /snowflake reservation was not renewed within \d+ ms/)
+	{
+		return $ctx->{keeper_stopped} ? 'the keeper is stopped' : undef;
+	}
+	return undef if !defined $lead;
+	if ($line =~ /system clock moved backwards by \d+ ms/)
+	{
+		return undef unless $m->{seen_ms} > $now;
+		return $lead > $allowed + max($h->{backward_ms}, $tick) - $slack_ms ?
+		  'the clock went back further than the policy waits' : undef;
+	}
+	if ($line =~ /snowflake generator is \d+ ms ahead of the system clock/)
+	{
+		my $wait = $m->{seen_ms} > $now ? max($h->{backward_ms}, $tick) : max($h->{backward_ms}, 1000);
+		return $lead > $allowed + $wait - $slack_ms ?
+		  'the node is further ahead than the policy waits' : undef;
+	}
+	return undef;
+}
+
+sub max { return $_[0] > $_[1] ? $_[0] : $_[1]; }
+
+# Judge the errors a call ended with: a refusal the model allows is
+# counted, one it does not is a violation.
+sub judge
+{
+	my ($h, $err, $what, $ctx) = @_;
+	my $refused;
+	for my $line (split /\n/, $err)
+	{
+		next unless $line =~ /ERROR|FATAL|PANIC|error|failed|closed|lost/;
+		next if $line =~ /^\s*(DETAIL|HINT|CONTEXT):/;
+		# psql's own words around a server's error
+		next if $line =~ /^(psql:|)\s*$/;
+		my $why = justified($h, $line, $ctx);
+		if (defined $why)
+		{
+			$h->{allowed}++;
+			$refused = $why;
+		}
+		else
+		{
+			$h->{unjustified}++;
+			violation($h, "$what: a refusal the node knew enough to avoid, or with the wrong reason: $line");
+			$refused = 'unjustified';
+		}
+		last;					# one call, one refusal
+	}
+	return $refused;
+}
+
+# The context of a call made now on the primary.
+sub ctx_now
+{
+	my ($h, %extra) = @_;
+	my $now = now_ms() + $h->{offset_ms};
+	return { lo_ms => $now, hi_ms => $now, keeper_stopped => $h->{keeper_stopped} ? 1 : 0, %extra };
+}
+
+# A call that must have been refused, by what the model says
+sub must_refuse
+{
+	my ($h, $what) = @_;
+	my $m = $h->{model};
+	return "$what: the node generated with a setting rejected at start" if $m->{settings_bad};
+	return "$what: the node generated without the library preloaded" if !$m->{preloaded};
+	return "$what: the node generated before it was told which node it is ($m->{identity})"
+	  if $m->{identity} ne 'ok';
+	return undef;
+}
+
+# Record IDs in the file outside the cluster, and check them: unique,
+# above every ID before, increasing in a session, and no further ahead of
+# the clock than the policy lets them be.
 sub check_ids
 {
-	my ($h, $sessions, $what) = @_;
+	my ($h, $sessions, $what, $ctx) = @_;
 	my $max_before = $h->{floor};
 	my $max_now = $max_before;
+	my $m = $h->{model};
+	my $ahead = allowed_lead_ms($h);
 	open my $fh, '>>', $h->{record} or die;
 	for my $s (@$sessions)
 	{
 		my $prev = 0;
+		if (@$s && (my $why = must_refuse($h, $what)))
+		{
+			violation($h, $why);
+		}
 		for my $id (@$s)
 		{
 			print $fh "$id\n";
@@ -258,36 +572,64 @@ sub check_ids
 			  if $id <= $max_before;
 			violation($h, "$what: ID $id not above $prev in the same session")
 			  if $id <= $prev;
+			my $t = id_time_ms($h, $id, $h->{layout});
+			violation($h, sprintf('%s: ID %s carries a time %d ms ahead of the clock, more than max_run_ahead_ms allows',
+					$what, $id, $t - $ctx->{hi_ms}))
+			  if defined $t && $ctx && $t - $ctx->{hi_ms} > $ahead + $slack_ms + 1000;
 			$prev = $id;
 			$max_now = $id if $id > $max_now;
 		}
 	}
 	close $fh;
+	$h->{issued_since_start} = 1 if $max_now > $max_before;
 	$h->{floor} = $max_now;
+	if ($max_now > $m->{hi} || $m->{hi_layout} ne $h->{layout} && $max_now > $max_before)
+	{
+		$m->{hi} = $max_now;
+		$m->{hi_layout} = $h->{layout};
+	}
 	return;
 }
+
+# After a call: the clock the node read.
+sub saw_clock
+{
+	my ($h, $ctx) = @_;
+	$h->{model}{seen_ms} = $ctx->{hi_ms} if $ctx->{hi_ms} > $h->{model}{seen_ms};
+	return;
+}
+
+# ---------------------------------------------------------------- steps
 
 # Several sessions ask for IDs at once; COPY streams each ID to the client
 # as it is made, so an ID handed out before a failure is recorded too.
 # During the burst the clock may step, or a backend be killed.
 sub burst
 {
-	my ($h, $node) = @_;
+	my ($h, $node, %opt) = @_;
 	my $nsess = 1 + int(rand(3));
-	my $n = pick(1, 10, 200, 2000);
+	my $n = $opt{n} // pick(1, 10, 200, 2000);
 	my $kind = pick('escape', 'escape', 'commit', 'rollback');
-	my $during = pick('nothing', 'nothing', 'nothing', 'clock', 'kill');
+	my $during = $opt{during} // pick('nothing', 'nothing', 'nothing', 'clock', 'kill');
 	my $step_ms = pick(-3, -30, -300, -3000, +50);
 	# single IDs, or blocks: of a few, of many, or of a whole tick
-	my $block = pick(1, 1, 1, 2, 17, 300, 'capacity');
-	my $form = pick('block', 'series');
+	my $block = $opt{block} // pick(1, 1, 1, 2, 17, 300, 'capacity');
+	my $form = $opt{form} // pick('block', 'series');
+	my $db = pick(@{ $h->{dbs} });
+	$block = 1 if $opt{single};
+	$form = 'series' if $h->{layout} eq 'sonyflake';
 	say_op($h, "burst $nsess x $n ($kind)" .
 		  ($block eq '1' ? '' : " in blocks of $block ($form)") .
+		  ($db eq 'postgres' ? '' : " in $db") .
 		  ($during eq 'clock' ? ", clock ${step_ms} ms during it" :
 		   $during eq 'kill' ? ', a backend killed during it' : ''));
+	kind($h, $block eq '1' ? 'burst' : "$form-burst");
+	kind($h, 'burst-clock-step') if $during eq 'clock';
+	kind($h, 'burst-backend-kill') if $during eq 'kill';
 
 	# every ID of a block is streamed and recorded, in ascending order
-	my $ids = "SELECT snowflake_nextval() AS id FROM generate_series(1, $n)";
+	my $nextval = $opt{schema} ? "$opt{schema}.snowflake_nextval()" : 'snowflake_nextval()';
+	my $ids = "SELECT $nextval AS id FROM generate_series(1, $n)";
 	if ($block ne '1')
 	{
 		# a tick's capacity, in the layout in force; no block is larger
@@ -298,7 +640,6 @@ sub burst
 		my $calls = "generate_series(1, greatest($n / $size, 1))";
 		# the first of a block stands for first .. first + n - 1 only
 		# where the sequence is the lowest field; sonyflake takes the series
-		$form = 'series' if $h->{layout} eq 'sonyflake';
 		$ids = $form eq 'block' ?
 		  "SELECT f + generate_series(0, s - 1) AS id FROM (SELECT snowflake_nextval_block(s) AS f, s FROM $calls, (SELECT $size AS s) z OFFSET 0) b" :
 		  "SELECT snowflake_nextval_series(s) AS id FROM $calls, (SELECT $size AS s) z";
@@ -308,13 +649,14 @@ sub burst
 	  "COPY ($ids) TO STDOUT";
 	$query = "BEGIN; $query; ROLLBACK" if $kind eq 'rollback';
 
+	my $ctx = ctx_now($h, cut => $during eq 'kill');
 	my @runs;
 	for my $i (1 .. $nsess)
 	{
 		my ($out, $err) = ('', '');
 		my $t = IPC::Run::timeout(60);
 		my $run = IPC::Run::start(
-			[ 'psql', '-X', '-q', '-A', '-t', '-d', $node->connstr('postgres') . " application_name=torture_burst",
+			[ 'psql', '-X', '-q', '-A', '-t', '-d', $node->connstr($db) . " application_name=torture_burst",
 			  '-c', $query ],
 			'<', \undef, '>', \$out, '2>', \$err, $t);
 		push @runs, [ $run, \$out, \$err, $t ];
@@ -325,6 +667,10 @@ sub burst
 		$h->{offset_ms} += $step_ms;
 		set_offset($node, $h->{offset_ms});
 		$h->{faults}++;
+		my $now = now_ms() + $h->{offset_ms};
+		$ctx->{lo_ms} = $now if $now < $ctx->{lo_ms};
+		# a wait that a step back prolongs may run out
+		$ctx->{clock_stepped} = 1;
 	}
 	elsif ($during eq 'kill')
 	{
@@ -335,10 +681,11 @@ sub burst
 		{
 			kill 'KILL', $p[0];
 			$h->{faults}++;
-			$h->{crashed_on_purpose} = 1;
+			unclean($h);
 		}
 	}
 	my @sessions;
+	my $why;
 	for my $r (@runs)
 	{
 		my ($run, $out, $err, $t) = @$r;
@@ -348,18 +695,82 @@ sub burst
 			$run->kill_kill;
 			violation($h, "burst: a call hung for 60 s");
 		}
-		check_error($h, $$err, 'burst');
 		push @sessions, [ grep { length } split /\n/, $$out ];
+		my $end = now_ms() + $h->{offset_ms};
+		$ctx->{hi_ms} = $end if $end > $ctx->{hi_ms};
+		$why = judge($h, $$err, 'burst', $ctx) // $why;
 	}
-	check_ids($h, \@sessions, 'burst');
+	check_ids($h, \@sessions, 'burst', $ctx);
+	saw_clock($h, $ctx);
 	wait_up($node) if $during eq 'kill';
+	# the operator takes the step the refusal's hint names, now and then
+	follow_hint($h, $node, $why) if $why && ($opt{follow} || rand() < 0.5);
+	return;
+}
+
+# The step a refusal's hint names, taken: it must release the refusal.
+sub follow_hint
+{
+	my ($h, $node, $why) = @_;
+	my $m = $h->{model};
+	my $step;
+	if ($why eq 'a setting rejected at start')
+	{
+		$step = 'hint-settings';
+		say_op($h, 'hint: fix the snowflake.* settings and restart');
+		$h->{layout} = $m->{hi_layout} if $h->{layout} eq 'broken';
+		$h->{layout} = 'shardingsphere' if $h->{layout} eq 'broken';
+		$m->{worker_bad} = 0;
+		stop_node($h, $node, 'fast');
+		start_or_violation($h, $node, $h->{offset_ms});
+	}
+	elsif ($why =~ /new layout/)
+	{
+		$step = 'hint-layout';
+		say_op($h, "hint: back to snowflake.layout = '$m->{hi_layout}', restart");
+		$h->{layout} = $m->{hi_layout};
+		stop_node($h, $node, 'fast');
+		start_or_violation($h, $node, $h->{offset_ms});
+	}
+	elsif ($why =~ /the clock went back|further ahead than the policy/)
+	{
+		$step = 'hint-clock';
+		say_op($h, 'hint: raise snowflake.max_run_ahead_ms (to -1) and reload');
+		$h->{ahead_ms} = -1;
+		write_settings($h, $_) for grep { defined } $node, $h->{standby}, $h->{cascade};
+		$_->reload for grep { defined } $node, $h->{standby}, $h->{cascade};
+		select(undef, undef, undef, 0.3);
+	}
+	elsif ($why eq 'the keeper is stopped')
+	{
+		$step = 'hint-keeper';
+		say_op($h, 'hint: the keeper runs again');
+		wake_keeper($h);
+	}
+	return unless $step;
+	kind($h, $step);
+	# released: the next call generates, or is refused for another cause
+	my $ctx = ctx_now($h);
+	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
+	$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
+	if ($ret == 0)
+	{
+		check_ids($h, [ [$out] ], "after the hint's step", $ctx);
+	}
+	else
+	{
+		my $again = judge($h, $err, "after the hint's step", $ctx);
+		violation($h, "the hint's step did not release the refusal ($why): $err")
+		  if defined $again && $again eq $why;
+	}
+	saw_clock($h, $ctx);
 	return;
 }
 
 sub clock_step
 {
-	my ($h, $node) = @_;
-	my $kind = pick('small back', 'back', 'back', 'far back', 'far back', 'forward', 'home', 'glitch');
+	my ($h, $node, $kind) = @_;
+	$kind //= pick('small back', 'back', 'back', 'far back', 'far back', 'forward', 'home', 'glitch');
 	$h->{faults}++;
 	if ($kind eq 'glitch')
 	{
@@ -367,6 +778,7 @@ sub clock_step
 		# even with a checkpoint taken meanwhile (no clock reading is a floor)
 		my $checkpoint = rand() < 0.6;
 		say_op($h, 'clock glitch: a day ahead for 0.3 s' . ($checkpoint ? ', a checkpoint meanwhile' : ''));
+		kind($h, 'clock-glitch');
 		set_offset($node, $h->{offset_ms} + 86_400_000);
 		select(undef, undef, undef, 0.3);
 		try_sql($node, 'CHECKPOINT') if $checkpoint;
@@ -379,20 +791,29 @@ sub clock_step
 	  $kind eq 'forward' ? 1 + int(rand(3000)) : -$h->{offset_ms};
 	$h->{offset_ms} += $d;
 	say_op($h, "clock $kind: ${d} ms, offset now $h->{offset_ms} ms");
+	kind($h, $kind eq 'far back' ? 'clock-far-back' : $kind eq 'forward' ? 'clock-forward' :
+		  $kind eq 'home' ? 'clock-home' : 'clock-back');
 	set_offset($node, $h->{offset_ms});
 	return;
 }
 
 sub reload_settings
 {
-	my ($h, $node) = @_;
-	my $what = pick('worker', 'backward', 'ahead', 'ahead');
+	my ($h, $node, $what) = @_;
+	$what //= pick('worker', 'backward', 'ahead', 'ahead');
 	$h->{worker} = pick(1, 2, 3) if $what eq 'worker';
 	$h->{backward_ms} = pick(0, 10, 100, 2000) if $what eq 'backward';
 	$h->{ahead_ms} = pick(-1, -1, 0, 50, 5000) if $what eq 'ahead';
 	say_op($h, "reload: worker $h->{worker}, max_clock_backward_ms $h->{backward_ms}, max_run_ahead_ms $h->{ahead_ms}");
+	kind($h, "reload-$what");
 	write_settings($h, $node);
 	$node->reload;
+	# README: a standby has its primary's clock policy (the worker id too)
+	for my $sb (grep { defined } $h->{standby}, $h->{cascade})
+	{
+		write_settings($h, $sb);
+		$sb->reload;
+	}
 	# the backends and the keeper take it a moment later
 	select(undef, undef, undef, 0.3);
 	return;
@@ -400,18 +821,20 @@ sub reload_settings
 
 sub restart
 {
-	my ($h, $node) = @_;
-	my $how = pick('fast', 'immediate', 'hard kill', 'hard kill', 'keeper kill', 'keeper stop', 'layout');
-	wake_keeper($h, $node) unless $how eq 'keeper stop';
+	my ($h, $node, $how, $layout) = @_;
+	$how //= pick('fast', 'immediate', 'hard kill', 'hard kill', 'keeper kill', 'keeper stop', 'layout', 'layout', 'worker');
+	wake_keeper($h) unless $how eq 'keeper stop';
 	$h->{faults}++;
 	if ($how eq 'keeper kill' || $how eq 'keeper stop')
 	{
 		my $pid = keeper_pid($node);
 		say_op($h, $how);
+		kind($h, $how eq 'keeper kill' ? 'keeper-kill' : 'keeper-stop');
 		return unless $pid;
 		if ($how eq 'keeper kill')
 		{
 			kill 'KILL', $pid;
+			unclean($h);
 			# a child's SIGKILL restarts every process
 			wait_up($node);
 		}
@@ -422,21 +845,52 @@ sub restart
 		}
 		return;
 	}
+	my $m = $h->{model};
 	if ($how eq 'layout')
 	{
-		$h->{layout} = pick(@layouts);
-		$h->{layout} = 'shardingsphere' if rand() < 0.4;
+		$h->{layout} = $layout // pick(@layouts);
+		$h->{layout} = 'shardingsphere' if !$layout && rand() < 0.4;
+		kind($h, $h->{layout} eq 'broken' ? 'layout-broken' : 'layout-change');
 	}
-	say_op($h, "restart: $how" . ($how eq 'layout' ? " to $h->{layout}" : ''));
+	elsif ($how eq 'worker')
+	{
+		# a worker id out of range, rejected at start; fixed at a later
+		# restart
+		$m->{worker_bad} = !$m->{worker_bad};
+		kind($h, 'worker-broken') if $m->{worker_bad};
+	}
+	say_op($h, "restart: $how" . ($how eq 'layout' ? " to $h->{layout}" :
+								  $how eq 'worker' ? ($m->{worker_bad} ? ' with worker id 5000' : ' with the worker id fixed') : ''));
 	if ($how eq 'hard kill')
 	{
+		kind($h, 'hard-kill');
 		hard_kill($node);
+		unclean($h);
 	}
 	else
 	{
-		$node->stop($how eq 'immediate' ? 'immediate' : 'fast', fail_ok => 1);
+		kind($h, $how eq 'immediate' ? 'restart-immediate' : 'restart-fast');
+		stop_node($h, $node, $how eq 'immediate' ? 'immediate' : 'fast');
 	}
-	start_node($h, $node, $h->{offset_ms}) or violation($h, 'the node did not come back');
+	start_or_violation($h, $node, $h->{offset_ms});
+	return;
+}
+
+# Stop a node; a fast stop records the exact last ID, unless nothing was
+# issued since the last start (the file then keeps what it held).
+sub stop_node
+{
+	my ($h, $node, $mode) = @_;
+	$node->stop($mode, fail_ok => 1);
+	if ($mode eq 'immediate')
+	{
+		unclean($h);
+	}
+	elsif ($h->{issued_since_start})
+	{
+		$h->{model}{unclean} = 0;
+	}
+	$h->{issued_since_start} = 0;
 	return;
 }
 
@@ -444,31 +898,24 @@ sub restart
 # while it runs.
 sub damage
 {
-	my ($h, $node) = @_;
-	my $how = pick('truncate', 'zero', 'torn', 'torn', 'unwritable');
+	my ($h, $node, $how) = @_;
+	$how //= pick('truncate', 'zero', 'torn', 'torn', 'unwritable');
 	my $file = $node->data_dir . '/snowflake.state';
 	say_op($h, "state file: $how");
+	kind($h, "state-$how");
 	$h->{faults}++;
-	wake_keeper($h, $node);
+	wake_keeper($h);
 	if ($how eq 'unwritable')
 	{
-		if ($h->{unwritable})
-		{
-			chmod 0600, $file;
-			$h->{unwritable} = 0;
-		}
-		elsif (-f $file)
-		{
-			chmod 0400, $file;
-			$h->{unwritable} = 1;
-		}
+		# the node writes such a file anew beside it: nothing is refused
+		chmod 0400, $file if -f $file;
 		return;
 	}
 	chmod 0600, $file if -f $file;
-	$h->{unwritable} = 0;
-	$node->stop('immediate', fail_ok => 1);
+	stop_node($h, $node, 'immediate');
 	if (-f $file && $how eq 'torn' && -s $file == 1024)
 	{
+		# the newest record stays whole: nothing is lost, nothing refused
 		tear_state_file($file);
 	}
 	elsif (-f $file)
@@ -478,20 +925,30 @@ sub damage
 		if ($how eq 'truncate') { truncate $fh, 0; }
 		else { print $fh "\0" x 1024; }
 		close $fh;
+		$h->{model}{file_broken} = 1;
 	}
-	start_node($h, $node, $h->{offset_ms}) or violation($h, 'the node did not come back');
+	start_or_violation($h, $node, $h->{offset_ms});
 	return;
 }
 
 # A damaged file must be refused; the operator then repairs it above the
-# largest ID it knows of.
+# largest ID it knows of, the step the refusal's hint names.
 sub repair_if_refused
 {
 	my ($h, $node) = @_;
+	my $m = $h->{model};
+	return unless $m->{file_broken} && $m->{preloaded} && !$m->{settings_bad} && $m->{identity} eq 'ok';
+	my $ctx = ctx_now($h, repair => 1);
 	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
-	return unless $ret != 0 &&
-	  $err =~ /state file "snowflake.state" cannot be used/;
+	if ($ret == 0)
+	{
+		violation($h, "a damaged state file was not refused: it issued $out");
+		return;
+	}
+	judge($h, $err, 'damaged state file', $ctx);
+	return unless $err =~ /HINT:.*snowflake_repair_state/s;
 	say_op($h, "repair above $h->{floor}");
+	kind($h, 'repair');
 	($ret, $out, $err) = try_sql($node, "SELECT snowflake_repair_state($h->{floor})");
 	# a value far ahead of the clock is refused as a likely typo; this
 	# operator knows it is the largest ID issued, the clock is what is behind
@@ -501,51 +958,130 @@ sub repair_if_refused
 		($ret, $out, $err) = try_sql($node,
 			"SELECT snowflake_repair_state($h->{floor}, force => true)");
 	}
-	check_error($h, $err, 'repair') if $ret != 0;
+	if ($ret == 0)
+	{
+		$m->{file_broken} = 0;
+		# the repaired state is the floor given, or what the node held
+		unclean($h);
+	}
+	else
+	{
+		judge($h, $err, 'repair', $ctx);
+	}
+	return;
+}
+
+sub standby_conf
+{
+	my ($h, $sb) = @_;
+	# few or no replication slots (and origins): replay of the extension's
+	# records needs none (a subscription on the primary needs one: its
+	# commits name their origin, see subscription_op)
+	my $slots = pick(0, 1, 10);
+	$slots = 0 if $h->{force}{'standby-few-slots'};
+	$slots = 1 if $slots == 0 && has_subscription($h);
+	$sb->{torture_slots} = $slots;
+	$sb->append_conf('postgresql.conf', "max_replication_slots = $slots\n"
+		  . ($sb->pg_version >= 18 ? "max_active_replication_origins = $slots\n" : ''));
+	kind($h, 'standby-few-slots') if $slots < 10;
+	return $slots;
+}
+
+# A base backup, taken without a slot (a promoted standby may have none
+# to spare); false if it failed, which the history reports.
+sub take_backup
+{
+	my ($h, $from, $name) = @_;
+	my ($out, $err) = ('', '');
+	my $ok = eval {
+		IPC::Run::run(
+			[ 'pg_basebackup', '-D', $from->backup_dir . "/$name", '-h', $from->host, '-p', $from->port,
+			  '--checkpoint', 'fast', '--no-sync', '--no-slot' ],
+			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	};
+	violation($h, "a base backup of a running node failed: $err $@") unless $ok;
+	return $ok;
+}
+
+sub has_subscription
+{
+	my ($h) = @_;
+	return 0 unless $h->{pub};
+	my (undef, $has) = try_sql($h->{node}, "SELECT count(*) FROM pg_subscription WHERE subname = 's'");
+	return $has && $has ne '0';
+}
+
+# A streaming standby of a node, from a base backup of it.
+sub make_standby
+{
+	my ($h, $from, $what) = @_;
+	my $name = "b$h->{seed}_" . $h->{backup}++;
+	take_backup($h, $from, $name) or die "no base backup of the node\n";
+	my $sb = PostgreSQL::Test::Cluster->new("sb$h->{seed}_$h->{backup}");
+	$sb->init_from_backup($from, $name, has_streaming => 1);
+	my $slots = standby_conf($h, $sb);
+	my $offset = pick(0, -2000, -3_600_000);
+	$sb->{torture_offset_ms} = $offset;
+	write_settings($h, $sb);
+	set_offset($sb, $offset);
+	start_standby($sb);
+	say_op($h, "$what: base backup, start replaying, max_replication_slots = $slots, clock $offset ms");
+	return $sb;
+}
+
+# Wait until a standby has replayed what its upstream has flushed now.
+sub catch_up
+{
+	my ($up, $sb) = @_;
+	my (undef, $lsn) = try_sql($up, 'SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END');
+	for (1 .. 100)
+	{
+		my (undef, $done) = try_sql($sb, "SELECT pg_last_wal_replay_lsn() >= '$lsn'");
+		last if !$lsn || $done eq 't';
+		select(undef, undef, undef, 0.1);
+	}
 	return;
 }
 
 sub standby_op
 {
-	my ($h, $node) = @_;
-	wake_keeper($h, $node);
+	my ($h, $node, $how) = @_;
+	wake_keeper($h);
 	$h->{faults}++;
 	if (!$h->{standby})
 	{
-		# few or no replication slots (and origins): replay needs none
-		my $slots = pick(0, 1, 10);
-		say_op($h, "standby: base backup, start replaying, max_replication_slots = $slots");
-		my $name = "b$h->{seed}_" . $h->{backup}++;
-		# a promoted standby may have no slot to spare for the backup
-		$node->backup($name, backup_options => ['--no-slot']);
-		my $sb = PostgreSQL::Test::Cluster->new("sb$h->{seed}_$h->{backup}");
-		$sb->init_from_backup($node, $name, has_streaming => 1);
-		$sb->append_conf('postgresql.conf', "max_replication_slots = $slots\n"
-			  . ($sb->pg_version >= 18 ? "max_active_replication_origins = $slots\n" : ''));
-		$h->{standby} = $sb;
-		$h->{standby_offset_ms} = pick(0, -2000, -3_600_000);
-		write_settings($h, $sb);
-		set_offset($sb, $h->{standby_offset_ms});
-		start_faked($sb, sprintf('%+.3f', $h->{standby_offset_ms} / 1000), fail_ok => 1);
-		return;
+		$h->{standby} = make_standby($h, $node, 'standby');
+		kind($h, 'standby');
+		return unless $how;
+		# the standby catches up before the operation asked for
+		catch_up($node, $h->{standby});
 	}
 	my $sb = $h->{standby};
-	my $how = pick('checkpoint', 'crash', 'kill backend', 'promote', 'promote');
+	$how //= pick('checkpoint', 'crash', 'kill backend', 'cascade', 'promote', 'promote');
+	if ($how eq 'cascade' || ($how eq 'promote-cascade' && !$h->{cascade}))
+	{
+		$h->{cascade} = make_standby($h, $sb, 'cascading standby of the standby') unless $h->{cascade};
+		kind($h, 'cascade');
+		return if $how eq 'cascade';
+	}
 	if ($how eq 'checkpoint')
 	{
 		say_op($h, 'standby: checkpoint on both');
+		kind($h, 'standby-checkpoint');
 		try_sql($node, 'CHECKPOINT');
 		try_sql($sb, 'CHECKPOINT');
 	}
 	elsif ($how eq 'crash')
 	{
 		say_op($h, 'standby: hard kill and restart');
+		kind($h, 'standby-crash');
 		hard_kill($sb);
-		start_faked($sb, sprintf('%+.3f', $h->{standby_offset_ms} / 1000), fail_ok => 1);
+		start_standby($sb);
 	}
 	elsif ($how eq 'kill backend')
 	{
 		say_op($h, 'standby: a backend killed');
+		kind($h, 'standby-backend-kill');
 		my $run = IPC::Run::start(
 			[ 'psql', '-X', '-d', $sb->connstr('postgres') . " application_name=torture_victim", '-c', 'SELECT pg_sleep(10)' ],
 			'<', \undef, '>', \my $o, '2>', \my $e);
@@ -559,41 +1095,71 @@ sub standby_op
 		kill 'KILL', $pid if $pid;
 		eval { $run->finish; };
 		wait_up($sb);
-		# a standby refuses to generate
+		# a standby refuses to generate, and says why
 		my ($ret, $out, $err) = try_sql($sb, 'SELECT snowflake_nextval()');
-		violation($h, "a standby generated $out") if $ret == 0;
+		if ($ret == 0)
+		{
+			violation($h, "a standby generated $out");
+		}
+		elsif ($h->{model}{preloaded} && !$h->{model}{settings_bad})
+		{
+			judge($h, $err, 'standby', { %{ ctx_now($h) }, standby => 1 });
+		}
 	}
 	else
 	{
-		say_op($h, 'standby: the primary dies, the standby is promoted');
-		my $catch_up = rand() < 0.5;
-		wait_up($sb);
-		if ($catch_up)
+		my $cascade = $how eq 'promote-cascade';
+		my $new = $cascade ? $h->{cascade} : $sb;
+		say_op($h, 'standby: the primary dies, the ' . ($cascade ? 'cascading standby' : 'standby') . ' is promoted');
+		kind($h, $cascade ? 'promote-cascade' : 'promote');
+		kind($h, 'second-promotion') if $h->{promotions}++;
+		wait_up($new);
+		if (rand() < 0.5)
 		{
-			my (undef, $lsn) = try_sql($node, 'SELECT pg_current_wal_lsn()');
-			for (1 .. 100)
-			{
-				my (undef, $done) = try_sql($sb, "SELECT pg_last_wal_replay_lsn() >= '$lsn'");
-				last if !$lsn || $done eq 't';
-				select(undef, undef, undef, 0.1);
-			}
+			catch_up($node, $sb);
+			catch_up($sb, $h->{cascade}) if $cascade;
 		}
 		hard_kill($node);
-		$sb->promote;
-		for (1 .. 300)
+		if ($cascade)
 		{
-			my (undef, $r) = try_sql($sb, 'SELECT pg_is_in_recovery()');
-			last if $r eq 'f';
-			select(undef, undef, undef, 0.1);
+			$sb->stop('immediate', fail_ok => 1);
+			$h->{standby} = undef;
 		}
+		$new->promote;
+		wait_primary($new);
 		# the promise now: above every ID of the old primary that reached it
-		my (undef, $reached) = try_sql($sb, 'SELECT coalesce(max(id), 0) FROM t');
+		my (undef, $reached) = try_sql($new, 'SELECT coalesce(max(id), 0) FROM t');
 		$h->{seen} = {};
-		$h->{floor} = $reached;
-		$h->{offset_ms} = $h->{standby_offset_ms};
-		$h->{standby} = undef;
-		$h->{node} = $sb;
-		return;
+		$h->{floor} = $reached || 0;
+		$h->{offset_ms} = $new->{torture_offset_ms};
+		adopt_settings($h, $new);
+		# what the old primary may have reserved bounds what it replayed
+		unclean($h);
+		$h->{issued_since_start} = 0;
+		if ($cascade)
+		{
+			$h->{cascade} = undef;
+		}
+		else
+		{
+			# a cascade of it goes on following it, now a standby of the primary
+			$h->{standby} = $h->{cascade};
+			$h->{cascade} = undef;
+		}
+		$h->{node} = $new;
+		$h->{model}{file_broken} = 0;
+		# refusals there are judged as the primary's: it is that node now
+		my $ctx = ctx_now($h);
+		my ($ret, $out, $err) = try_sql($new, 'SELECT snowflake_nextval()');
+		if ($ret == 0)
+		{
+			check_ids($h, [ [$out] ], 'promoted', $ctx);
+		}
+		else
+		{
+			judge($h, $err, 'first call after promotion', $ctx);
+		}
+		saw_clock($h, $ctx);
 	}
 	return;
 }
@@ -604,7 +1170,7 @@ sub standby_op
 # meanwhile.  None of it may stop or disturb the IDs.
 sub subscription_op
 {
-	my ($h, $node) = @_;
+	my ($h, $node, $want) = @_;
 	$h->{faults}++;
 	if (!$h->{pub})
 	{
@@ -617,22 +1183,37 @@ sub subscription_op
 	}
 	my $pub = $h->{pub};
 	my (undef, $has) = try_sql($node, "SELECT count(*) FROM pg_subscription WHERE subname = 's'");
-	if (!$has)
+	if (!$has || ($want && $want eq 'subscription-add'))
 	{
+		return if $has;
+		# a standby replaying a subscriber's commits needs a slot per
+		# origin: the operator gives one to a standby that has none
+		for my $sb (grep { $_ && !$_->{torture_slots} } $h->{standby}, $h->{cascade})
+		{
+			say_op($h, 'a standby gets a replication slot for the subscription\'s origin');
+			$sb->append_conf('postgresql.conf', "max_replication_slots = 1\n"
+				  . ($sb->pg_version >= 18 ? "max_active_replication_origins = 1\n" : ''));
+			$sb->{torture_slots} = 1;
+			$sb->stop('fast', fail_ok => 1);
+			start_standby($sb);
+		}
 		say_op($h, 'subscription: added beside the node');
+		kind($h, 'subscription-add');
 		try_sql($node, 'CREATE TABLE IF NOT EXISTS r (k int PRIMARY KEY)');
 		try_sql($node, "CREATE SUBSCRIPTION s CONNECTION '" . $pub->connstr
 			  . " dbname=postgres' PUBLICATION p WITH (copy_data = false)");
 		try_sql($pub, 'INSERT INTO r SELECT FROM generate_series(1, 10)');
-		return;
+		return unless $want;
 	}
-	if (rand() < 0.5)
+	if ($want ? $want eq 'subscription-drop' : rand() < 0.5)
 	{
 		say_op($h, 'subscription: dropped');
+		kind($h, 'subscription-drop');
 		try_sql($node, 'DROP SUBSCRIPTION s');
 		return;
 	}
 	say_op($h, 'subscription: its publisher hangs, DROP SUBSCRIPTION waits on it, IDs meanwhile');
+	kind($h, 'subscription-hung');
 	my @pids = node_pids($pub);
 	kill 'STOP', @pids;
 	my $drop = IPC::Run::start(
@@ -644,10 +1225,19 @@ sub subscription_op
 	# and the file writable, reservations go on
 	for (1 .. 3)
 	{
+		my $ctx = ctx_now($h);
 		my ($ret, $out, $err) = try_sql($node,
-			'SELECT count(snowflake_nextval()) FROM generate_series(1, 5000)');
-		violation($h, "while DROP SUBSCRIPTION hung: $err")
-		  if $err =~ /reservation was not renewed/ && !$h->{keeper_stopped} && !$h->{unwritable};
+			'COPY (SELECT snowflake_nextval() FROM generate_series(1, 5000)) TO STDOUT');
+		$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
+		if ($ret == 0)
+		{
+			check_ids($h, [ [ split /\n/, $out ] ], 'while DROP SUBSCRIPTION hung', $ctx);
+		}
+		else
+		{
+			judge($h, $err, 'while DROP SUBSCRIPTION hung', $ctx);
+		}
+		saw_clock($h, $ctx);
 		select(undef, undef, undef, 0.4);
 	}
 	kill 'CONT', @pids;
@@ -655,55 +1245,55 @@ sub subscription_op
 	return;
 }
 
-# Wait until a node has left recovery; false if it never does.
-sub wait_primary
-{
-	my ($node) = @_;
-	for (1 .. 300)
-	{
-		my (undef, $r) = try_sql($node, 'SELECT pg_is_in_recovery()', 10);
-		return 1 if $r eq 'f';
-		select(undef, undef, undef, 0.1);
-	}
-	return 0;
-}
-
 # A copy of the node (or the node upgraded, or restored from a dump) must
-# refuse before its first ID under the source's worker id.
+# refuse before its first ID under the source's worker id, saying why.
 sub expect_held_back
 {
 	my ($h, $node, $what) = @_;
+	my $ctx = ctx_now($h);
 	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
 	if ($ret == 0)
 	{
 		violation($h, "$what: generated $out before it was told which node it is");
 		return;
 	}
-	check_error($h, $err, $what);
+	judge($h, $err, $what, $ctx);
 	return;
 }
 
-# The node's life beyond one server: pg_upgrade, a dump restored into a new
-# cluster with the same worker id, a clone started standalone, a restore to
-# a point in time (the end of a base backup).  Each new server must refuse
-# until the documented step; a clone either gets a worker id of its own
-# (the source goes on) or replaces its source (the source dies first).
+# The node's life beyond one server: pg_upgrade (the library preloaded
+# during it, or only after), a dump restored into a new cluster with the
+# same worker id, a clone started standalone, a restore to a point in time
+# (the end of a base backup).  Each new server must refuse until the
+# documented step, with the reason it detected; a clone either gets a
+# worker id of its own (the source goes on) or replaces its source (the
+# source dies first).
 sub lifecycle_op
 {
-	my ($h, $node) = @_;
-	my $how = pick('pg_upgrade', 'dump and restore', 'clone', 'pitr');
+	my ($h, $node, $how) = @_;
+	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr');
 	my $name = "l$h->{seed}_" . $h->{backup}++;
 	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
+	my $m = $h->{model};
 	my ($ret, $out, $err);
-	wake_keeper($h, $node);
+	wake_keeper($h);
 	$h->{faults}++;
+	kind($h, $how);
+	# the operator does this to a node that works
+	my ($works) = $m->{settings_bad} || $m->{file_broken} || !$m->{preloaded} ? (1) :
+	  try_sql($node, 'SELECT snowflake_nextval()');
+	if ($works != 0)
+	{
+		say_op($h, "$how: skipped, the node cannot generate now");
+		return;
+	}
 	if ($how eq 'clone' || $how eq 'pitr')
 	{
 		my $replace = rand() < 0.5;
 		say_op($h, ($how eq 'clone' ? 'clone: a base backup started as a primary' :
 					'PITR: a base backup restored to its end, started as a primary') .
 			   ($replace ? ', replacing the node' : ', given worker 99'));
-		$node->backup($name);
+		take_backup($h, $node, $name) or return;
 		my $copy = PostgreSQL::Test::Cluster->new($name);
 		$copy->init_from_backup($node, $name);
 		if ($how eq 'pitr')
@@ -713,53 +1303,68 @@ sub lifecycle_op
 			open my $fh, '>', $copy->data_dir . '/recovery.signal' or die;
 			close $fh;
 		}
-		start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy)
-		  or return violation($h, "$how: the copy did not start");
+		# the copy is judged as a copy; the node goes on as it was
+		$m->{identity} = 'copy';
+		my $started = start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy);
+		if (!$started)
+		{
+			$m->{identity} = 'ok';
+			return violation($h, "$how: the copy did not start");
+		}
 		expect_held_back($h, $copy, $how);
 		if (!$replace)
 		{
-			my %own = (%$h, worker => 99);
-			write_settings(\%own, $copy);
+			# the hint's first step: a worker id of its own
+			write_settings($h, $copy, worker => 99);
 			$copy->reload;
 			select(undef, undef, undef, 0.3);
+			$m->{identity} = 'ok';
+			my $ctx = ctx_now($h);
 			($ret, $out, $err) = try_sql($copy,
 				'SELECT (snowflake_decode(snowflake_nextval())).worker_id');
-			violation($h, "$how: with worker 99 it issued an ID of worker $out")
-			  if $ret == 0 && $out ne '99';
-			check_error($h, $err, $how);
+			if ($ret != 0)
+			{
+				judge($h, $err, "$how with worker 99", $ctx);
+			}
+			elsif ($out ne '99')
+			{
+				violation($h, "$how: with worker 99 it issued an ID of worker $out");
+			}
 			$copy->stop('immediate', fail_ok => 1);
 			return;
 		}
-		# the node dies; the copy is confirmed as the same node
+		# the node dies; the copy is confirmed as the same node, the hint's
+		# other step
 		hard_kill($node);
-		if ($h->{standby})
-		{
-			$h->{standby}->stop('immediate', fail_ok => 1);
-			$h->{standby} = undef;
-		}
+		drop_standbys($h);
 		($ret, $out, $err) = try_sql($copy, 'SELECT snowflake_confirm_node()');
-		check_error($h, $err, "$how: confirm");
+		if ($ret != 0)
+		{
+			violation($h, "$how: the documented step failed: $err");
+			return;
+		}
+		$m->{identity} = 'ok';
 		# the promise now: above every ID of the node that reached the copy
 		my (undef, $reached) = try_sql($copy, 'SELECT coalesce(max(id), 0) FROM t');
 		$h->{seen} = {};
 		$h->{floor} = $reached;
 		$h->{node} = $copy;
+		$h->{issued_since_start} = 0;
+		unclean($h);
 		return;
 	}
 
+	my $late = $how eq 'pg_upgrade-without-preload';
 	my $new = snowflake_node($name, worker_id => $h->{worker}, allows_streaming => 1,
 		conf => $conf);
-	write_settings($h, $new);
-	if ($h->{standby})
+	write_settings($h, $new, preload => !$late);
+	drop_standbys($h);
+	my ($floor_sql, $identity);
+	if ($how =~ /^pg_upgrade/)
 	{
-		$h->{standby}->stop('immediate', fail_ok => 1);
-		$h->{standby} = undef;
-	}
-	my $floor_sql;
-	if ($how eq 'pg_upgrade')
-	{
-		say_op($h, 'pg_upgrade to a new cluster, started on the same clock');
-		$node->stop('fast', fail_ok => 1);
+		say_op($h, 'pg_upgrade to a new cluster, started on the same clock' .
+			  ($late ? ', the library preloaded only after it' : ''));
+		stop_node($h, $node, 'fast');
 		my $bindir = $new->config_data('--bindir');
 		my $ok = eval {
 			IPC::Run::run(
@@ -770,16 +1375,20 @@ sub lifecycle_op
 				'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
 		};
 		return violation($h, "pg_upgrade failed: $out $err $@") unless $ok;
+		# the old cluster's file, which pg_upgrade does not carry over
 		$floor_sql = "SELECT snowflake_confirm_node(old_data_directory => '" . $node->data_dir . "')";
+		$identity = $late ? 'new' : 'upgraded';
+		write_settings($h, $new);
 	}
 	else
 	{
 		say_op($h, 'dump, restored into a new cluster with the same worker id');
 		# README: a node claims its worker id; the claim travels in the dump
+		my $ctx = ctx_now($h);
 		($ret, $out, $err) = try_sql($node, 'SELECT worker_id FROM snowflake_claim_worker()');
 		if ($ret != 0)
 		{
-			check_error($h, $err, 'claim');
+			judge($h, $err, 'claim', $ctx);
 			return;
 		}
 		my (undef, $hwm) = try_sql($node, 'SELECT high_water_mark FROM snowflake_status');
@@ -797,46 +1406,211 @@ sub lifecycle_op
 		};
 		return violation($h, "pg_restore failed: $err $@") unless $ok;
 		$floor_sql = "SELECT snowflake_confirm_node(above => $hwm)";
+		$identity = 'inherited';
+		$m->{hi} = $hwm if $hwm && $hwm > $m->{hi};
 	}
 	$h->{node} = $new;
-	start_node($h, $new, $h->{offset_ms}) if $how eq 'pg_upgrade';
+	# a dump holds one database; pg_upgrade carries them all
+	$h->{dbs} = ['postgres'] if $how eq 'dump-restore';
+	$m->{identity} = $identity;
+	start_node($h, $new, $h->{offset_ms}) if $how =~ /^pg_upgrade/;
 	wait_up($new) or return violation($h, 'the new cluster did not start');
 	expect_held_back($h, $new, $how);
 	($ret, $out, $err) = try_sql($new, $floor_sql);
-	if ($ret != 0 && $how eq 'pg_upgrade')
+	if ($ret != 0 && $how =~ /^pg_upgrade/)
 	{
 		# a damaged or unusable old state file: the highest ID known
-		check_error($h, $err, "$how: confirm from the old data directory");
-		($ret, $out, $err) = try_sql($new, "SELECT snowflake_confirm_node(above => $h->{floor})");
+		judge($h, $err, "$how: confirm from the old data directory", ctx_now($h));
+		($ret, $out, $err) = try_sql($new, "SELECT snowflake_confirm_node(above => $m->{hi})");
 	}
-	check_error($h, $err, "$how: confirm");
+	if ($ret == 0)
+	{
+		$m->{identity} = 'ok';
+		$h->{issued_since_start} = 0;
+		# the new cluster's state is the floor given: a reservation or
+		# the old node's exact last ID
+		unclean($h);
+	}
+	else
+	{
+		violation($h, "$how: the documented step failed: $err");
+	}
+	return;
+}
+
+sub drop_standbys
+{
+	my ($h) = @_;
+	for my $k ('cascade', 'standby')
+	{
+		next unless $h->{$k};
+		$h->{$k}->stop('immediate', fail_ok => 1);
+		$h->{$k} = undef;
+	}
+	return;
+}
+
+# DROP EXTENSION and CREATE EXTENSION again, in one database: the node goes
+# on above its IDs, with no step.
+sub recreate_extension
+{
+	my ($h, $node) = @_;
+	my $db = pick(@{ $h->{dbs} });
+	say_op($h, "DROP EXTENSION and CREATE EXTENSION again in $db");
+	kind($h, 'extension-recreated');
+	my ($ret, $out, $err) = try_sql($node,
+		'DROP EXTENSION snowflake CASCADE; CREATE EXTENSION snowflake', 60, $db);
+	violation($h, "DROP and CREATE EXTENSION failed: $err") if $ret != 0;
+	return;
+}
+
+# The library taken out of shared_preload_libraries (a clean stop, as
+# README's Uninstalling says), a call refused for it, then put back.
+sub preload_removed
+{
+	my ($h, $node) = @_;
+	my $m = $h->{model};
+	say_op($h, 'shared_preload_libraries without snowflake for a while, then with it again');
+	kind($h, 'preload-removed');
+	wake_keeper($h);
+	drop_standbys($h);
+	stop_node($h, $node, 'fast');
+	$m->{preloaded} = 0;
+	start_or_violation($h, $node, $h->{offset_ms});
+	my $ctx = ctx_now($h);
+	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
+	$ret == 0 ? violation($h, "without the library preloaded it issued $out") :
+	  judge($h, $err, 'not preloaded', $ctx);
+	stop_node($h, $node, 'fast');
+	$m->{preloaded} = 1;
+	start_or_violation($h, $node, $h->{offset_ms});
+	return;
+}
+
+# ---------------------------------------------------------------- a history
+
+# Before the first ID: how the node came to have the extension.  Each part
+# is drawn from the seed, or forced.
+sub prelude
+{
+	my ($h, $node, $force) = @_;
+	my $m = $h->{model};
+	my %p = (
+		'preload-added-later' => rand() < 0.2,
+		'standby-before-extension' => rand() < 0.25,
+		'extension-1.1-updated' => rand() < 0.25,
+		'bad-setting-before-first-id' => rand() < 0.2,
+		'second-database' => rand() < 0.3,
+	);
+	$p{$_} = 1 for grep { exists $p{$_} } @$force;
+	kind($h, grep { $p{$_} } keys %p);
+
+	$m->{preloaded} = !$p{'preload-added-later'};
+	if ($p{'bad-setting-before-first-id'})
+	{
+		$h->{layout} = pick('broken', 'broken');
+		$m->{worker_bad} = rand() < 0.5;
+		$h->{layout} = 'shardingsphere' if $m->{worker_bad};
+	}
+	start_node($h, $node, 0) or die 'the node did not start';
+	if ($p{'standby-before-extension'})
+	{
+		$h->{standby} = make_standby($h, $node, 'standby made before CREATE EXTENSION');
+		kind($h, 'standby');
+	}
+	if ($p{'extension-1.1-updated'})
+	{
+		say_op($h, "CREATE EXTENSION snowflake VERSION '1.1'");
+		$node->safe_psql('postgres', "CREATE EXTENSION snowflake VERSION '1.1'");
+	}
+	else
+	{
+		say_op($h, 'CREATE EXTENSION snowflake');
+		$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+	}
+	$node->safe_psql('postgres', 'CREATE TABLE t (id bigint PRIMARY KEY)');
+	if ($p{'second-database'})
+	{
+		say_op($h, 'a second database with the extension');
+		$node->safe_psql('postgres', 'CREATE DATABASE db2');
+		$node->safe_psql('db2', 'CREATE EXTENSION snowflake; CREATE TABLE t (id bigint PRIMARY KEY)');
+		push @{ $h->{dbs} }, 'db2';
+	}
+	if ($p{'extension-1.1-updated'})
+	{
+		# 1.1 lived in public and had no blocks: single IDs, then the update
+		burst($h, $node, single => 1, schema => 'public', during => 'nothing') if $m->{preloaded};
+		say_op($h, 'ALTER EXTENSION snowflake UPDATE');
+		$node->safe_psql('postgres', 'ALTER EXTENSION snowflake UPDATE');
+	}
+	if (!$m->{preloaded})
+	{
+		burst($h, $node, during => 'nothing');
+		say_op($h, 'snowflake added to shared_preload_libraries, restart' .
+			  ($h->{standby} ? ' (the standby first)' : ''));
+		$m->{preloaded} = 1;
+		if (my $sb = $h->{standby})
+		{
+			catch_up($node, $sb);
+			write_settings($h, $sb);
+			$sb->stop('fast', fail_ok => 1);
+			start_standby($sb);
+		}
+		stop_node($h, $node, 'fast');
+		start_or_violation($h, $node, 0);
+	}
+	if ($p{'bad-setting-before-first-id'})
+	{
+		burst($h, $node, during => 'nothing');
+		say_op($h, 'the setting fixed, restart');
+		$h->{layout} = 'shardingsphere';
+		$m->{worker_bad} = 0;
+		stop_node($h, $node, 'fast');
+		start_or_violation($h, $node, 0);
+	}
+	load_layouts($h, $node);
 	return;
 }
 
 sub play_history
 {
-	my ($seed, $steps, $dir) = @_;
+	my ($seed, $steps, $dir, %opt) = @_;
 	srand($seed);
+	my @force = @{ $opt{force} // [] };
 	my $h = new_history($seed, $steps, $dir);
+	$h->{force} = { map { $_ => 1 } @force };
 	my $node = snowflake_node("t$seed", worker_id => 1, allows_streaming => 1,
 		conf => "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n");
 	$h->{node} = $node;
-	start_node($h, $node, 0) or die 'the node did not start';
-	$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
-	$node->safe_psql('postgres', 'CREATE TABLE t (id bigint PRIMARY KEY)');
+	# layouts for the prelude's checks, before the extension is there
+	$h->{layouts} = {};
+	prelude($h, $node, \@force);
+
+	# the forced events of the steps, each at a step of its own
+	my %at;
+	for my $k (grep { !/^(preload-added-later|standby-before-extension|extension-1.1-updated|bad-setting-before-first-id|second-database)$/ } @force)
+	{
+		my $s = 1 + int(rand($steps));
+		$s = 1 + int(rand($steps)) while exists $at{$s} && keys %at < $steps;
+		$at{$s} = $k;
+	}
 
 	for my $step (1 .. $steps)
 	{
 		$node = $h->{node};
 		my $r = rand();
+		my $f = $at{$step};
 		eval {
-			if ($r < 0.40) { burst($h, $node); }
-			elsif ($r < 0.58) { clock_step($h, $node); }
-			elsif ($r < 0.68) { reload_settings($h, $node); }
-			elsif ($r < 0.84) { restart($h, $node); }
-			elsif ($r < 0.88) { damage($h, $node); }
-			elsif ($r < 0.92) { subscription_op($h, $node); }
-			elsif ($r < 0.97) { standby_op($h, $node); }
+			if ($f) { forced($h, $node, $f); }
+			elsif ($r < 0.38) { burst($h, $node); }
+			elsif ($r < 0.54) { clock_step($h, $node); }
+			elsif ($r < 0.63) { reload_settings($h, $node); }
+			elsif ($r < 0.79) { restart($h, $node); }
+			elsif ($r < 0.83) { damage($h, $node); }
+			elsif ($r < 0.87) { subscription_op($h, $node); }
+			elsif ($r < 0.93) { standby_op($h, $node); }
+			elsif ($r < 0.95) { recreate_extension($h, $node); }
+			elsif ($r < 0.96) { preload_removed($h, $node); }
 			else { lifecycle_op($h, $node); }
 			repair_if_refused($h, $h->{node});
 			1;
@@ -846,9 +1620,9 @@ sub play_history
 	}
 
 	$node = $h->{node};
-	wake_keeper($h, $node);
+	wake_keeper($h);
 	# no crash but the ones the history caused
-	for my $n (grep { defined } $node, $h->{standby})
+	for my $n (grep { defined } $node, $h->{standby}, $h->{cascade})
 	{
 		my $log = slurp_file($n->logfile);
 		for my $line (grep { /PANIC|TRAP:|terminated by signal (?!9)/ } split /\n/, $log)
@@ -856,10 +1630,75 @@ sub play_history
 			violation($h, "server log: $line");
 		}
 	}
-	$h->{standby}->stop('immediate', fail_ok => 1) if $h->{standby};
+	drop_standbys($h);
 	$h->{pub}->stop('immediate', fail_ok => 1) if $h->{pub};
 	$node->stop('immediate', fail_ok => 1);
 	return $h;
+}
+
+# An event the history must hold, played at its step.
+sub forced
+{
+	my ($h, $node, $k) = @_;
+	my %restart = ('restart-fast' => 'fast', 'restart-immediate' => 'immediate', 'hard-kill' => 'hard kill',
+		'keeper-kill' => 'keeper kill', 'keeper-stop' => 'keeper stop', 'worker-broken' => 'worker');
+	my %standby = (promote => 'promote', 'promote-cascade' => 'promote-cascade', cascade => 'cascade',
+		'standby-checkpoint' => 'checkpoint', 'standby-crash' => 'crash',
+		'standby-backend-kill' => 'kill backend', standby => 'checkpoint', 'standby-few-slots' => 'checkpoint');
+	my %clock = ('clock-back' => 'back', 'clock-far-back' => 'far back', 'clock-forward' => 'forward',
+		'clock-home' => 'home', 'clock-glitch' => 'glitch');
+	my %burst = (burst => [], 'block-burst' => [ block => 17, form => 'block' ],
+		'series-burst' => [ block => 300, form => 'series' ], 'burst-clock-step' => [ during => 'clock' ],
+		'burst-backend-kill' => [ during => 'kill' ]);
+
+	return restart($h, $node, $restart{$k}) if $restart{$k};
+	return restart($h, $node, 'layout', 'twitter') if $k eq 'layout-change';
+	return restart($h, $node, 'layout', 'broken') if $k eq 'layout-broken';
+	return clock_step($h, $node, $clock{$k}) if $clock{$k};
+	return burst($h, $node, @{ $burst{$k} }) if $burst{$k};
+	return reload_settings($h, $node, $1) if $k =~ /^reload-(\w+)$/;
+	return damage($h, $node, $1) if $k =~ /^state-(\w+)$/;
+	return damage($h, $node, 'zero') if $k eq 'repair';
+	return subscription_op($h, $node, $k) if $k =~ /^subscription-/;
+	if ($k eq 'second-promotion')
+	{
+		standby_op($h, $node, 'promote');
+		return standby_op($h, $h->{node}, 'promote');
+	}
+	return standby_op($h, $node, $standby{$k}) if $standby{$k};
+	return lifecycle_op($h, $node, $k) if $k =~ /^(pg_upgrade|pg_upgrade-without-preload|dump-restore|clone|pitr)$/;
+	return recreate_extension($h, $node) if $k eq 'extension-recreated';
+	return preload_removed($h, $node) if $k eq 'preload-removed';
+	if ($k eq 'hint-settings')
+	{
+		restart($h, $node, 'layout', 'broken');
+		return burst($h, $node, during => 'nothing', follow => 1);
+	}
+	if ($k eq 'hint-layout')
+	{
+		# twitter's IDs of now are above shardingsphere's
+		restart($h, $node, 'layout', 'twitter');
+		burst($h, $node, during => 'nothing');
+		restart($h, $node, 'layout', 'shardingsphere');
+		return burst($h, $node, during => 'nothing', follow => 1);
+	}
+	if ($k eq 'hint-clock')
+	{
+		burst($h, $node, during => 'nothing');
+		clock_step($h, $node, 'far back');
+		return burst($h, $node, during => 'nothing', follow => 1);
+	}
+	if ($k eq 'hint-keeper')
+	{
+		# IDs of a time a few seconds on need a reservation only the keeper makes
+		burst($h, $node, during => 'nothing');
+		restart($h, $node, 'keeper stop');
+		$h->{offset_ms} += 3000;
+		say_op($h, "clock forward: 3000 ms, offset now $h->{offset_ms} ms");
+		set_offset($node, $h->{offset_ms});
+		return burst($h, $node, during => 'nothing', n => 1, single => 1, follow => 1);
+	}
+	die "no way to force event kind $k";
 }
 
 1;

@@ -1,9 +1,17 @@
 # The promise, checked by search: random histories of bursts, clock steps,
-# reloads, restarts, crashes, layout changes, damaged state files, standbys
-# and failovers, each drawn from a seed and checked after every step (see
-# test/lib/SnowflakeTorture.pm).  TORTURE_SEEDS histories of TORTURE_STEPS
-# steps, from TORTURE_FIRST_SEED on; a failing seed prints its history and
-# replays with TORTURE_FIRST_SEED=<seed> TORTURE_SEEDS=1.
+# reloads, restarts, crashes, layout and setting changes, damaged state
+# files, standbys, cascades and failovers, upgrades, restores and copies,
+# the extension's own life (an earlier version updated, dropped and made
+# again, a second database, the library preloaded late), each drawn from a
+# seed and checked after every step (see test/lib/SnowflakeTorture.pm):
+# never a repeated ID, and never a refusal the node knew enough to avoid.
+#
+# TORTURE_SEEDS histories of TORTURE_STEPS steps, from TORTURE_FIRST_SEED
+# on.  Every kind of event is spread over the histories, each forced into
+# one of them, so that any run of them holds every kind (with fewer
+# histories than kinds, some hold several); the run fails if one is
+# missing.  A failing history prints the command that replays it exactly:
+# its seed, its steps and the kinds it was given (TORTURE_FORCE).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -15,23 +23,48 @@ my $seeds = $ENV{TORTURE_SEEDS} // 4;
 my $steps = $ENV{TORTURE_STEPS} // 40;
 my $first = $ENV{TORTURE_FIRST_SEED} // 1;
 my $dir = PostgreSQL::Test::Utils::tempdir('torture');
-my %total = (histories => 0, ops => 0, faults => 0, ids => 0, violations => 0);
+my %total = (histories => 0, ops => 0, faults => 0, ids => 0, violations => 0,
+	allowed => 0, unjustified => 0);
+my %covered;
 my $started = time;
+
+# the kinds each history is given: all of them, dealt out in turn, unless
+# a replay names them
+my @kinds = event_kinds();
+my %force;
+if (defined $ENV{TORTURE_FORCE})
+{
+	$force{$_} = [ grep { length } split /,/, $ENV{TORTURE_FORCE} ] for $first .. $first + $seeds - 1;
+}
+else
+{
+	push @{ $force{ $first + $_ % $seeds } }, $kinds[$_] for 0 .. $#kinds;
+}
 
 for my $seed ($first .. $first + $seeds - 1)
 {
-	my $h = play_history($seed, $steps, $dir);
+	my $f = $force{$seed} // [];
+	my $h = play_history($seed, $steps, $dir, force => $f);
 	my @v = @{ $h->{violations} };
-	ok(!@v, "history $seed: $h->{ops} operations, $h->{faults} faults, $h->{ids} IDs, no violation")
-	  or diag(join("\n", "violations:", @v, "history (replay with TORTURE_FIRST_SEED=$seed TORTURE_SEEDS=1 TORTURE_STEPS=$steps):", @{ $h->{log} }));
-	diag(join("\n", "history $seed:", @{ $h->{log} })) if $ENV{TORTURE_VERBOSE};
+	my $replay = "TORTURE_FIRST_SEED=$seed TORTURE_SEEDS=1 TORTURE_STEPS=$steps TORTURE_FORCE=" . join(',', @$f);
+	ok(!@v, "history $seed: $h->{ops} operations, $h->{faults} faults, $h->{ids} IDs, "
+		  . "$h->{allowed} refusals with cause, no violation")
+	  or diag(join("\n", "violations:", @v, "history (replay with $replay):", @{ $h->{log} }));
+	diag(join("\n", "history $seed ($replay):", @{ $h->{log} })) if $ENV{TORTURE_VERBOSE};
 	$total{histories}++;
-	$total{$_} += $h->{$_} for qw(ops faults ids);
+	$total{$_} += $h->{$_} for qw(ops faults ids allowed unjustified);
 	$total{violations} += @v;
+	$covered{$_} += $h->{kinds}{$_} for keys %{ $h->{kinds} };
 }
 # a history may refuse throughout (a clock far back, a layout that cannot
 # continue); the histories together must have issued IDs
 ok($total{ids} > 0, "the histories issued $total{ids} IDs");
-diag(sprintf('torture: %d histories, %d operations, %d faults, %d IDs checked, %d violations, %.0f s',
-		@total{qw(histories ops faults ids violations)}, time - $started));
+if (!defined $ENV{TORTURE_FORCE})
+{
+	my @missing = grep { !$covered{$_} } @kinds;
+	ok(!@missing, 'every kind of event was played') or diag('never played: ' . join(', ', @missing));
+}
+diag(sprintf('torture: %d histories, %d operations, %d faults, %d IDs checked, %d refusals with cause, '
+		. '%d without, %d violations, %.0f s',
+		@total{qw(histories ops faults ids allowed unjustified violations)}, time - $started));
 done_testing();

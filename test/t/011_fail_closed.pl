@@ -166,19 +166,29 @@ $node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
 $node->reload;
 select(undef, undef, undef, 3.5);
 
-# 7. A state file that cannot be written: a caller with room left gets its
-# ID; one without room gets a clear error; nothing is issued beyond the
-# reservation.
+# 7. A state file that cannot be written in place is written anew beside
+# it; one that cannot be written at all (nor a file made beside it): a
+# caller with room left gets its ID; one without room gets a clear error;
+# nothing is issued beyond the reservation.
 my $file = $node->data_dir . '/snowflake.state';
 $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 chmod 0400, $file;
-is(refusal($node), '', 'an unwritable state file: a call within the reservation succeeds');
+select(undef, undef, undef, 1.5);
+is(refusal($node), '', 'a read-only state file is written anew: the node goes on');
+ok($node->log_contains('could not open file "snowflake.state": Permission denied; writing it anew'),
+	'and the server log says so');
+ok((stat $file)[2] & 0200, 'the new file is writable');
+# no file can be made beside it: a directory where it would go
+chmod 0400, $file;
+mkdir "$file.new" or die "mkdir: $!";
+$node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+is(refusal($node), '', 'a state file that cannot be written: a call within the reservation succeeds');
 select(undef, undef, undef, 1.5);
 like(refusal($node), qr/snowflake reservation was not renewed within 5000 ms/,
 	'beyond it, a clear error after a bounded wait');
-ok($node->log_contains('could not open file "snowflake.state": Permission denied'),
+ok($node->log_contains('could not create file "snowflake.state.new": Is a directory'),
 	'and the server log says why');
-chmod 0600, $file;
+rmdir "$file.new";
 is(refusal($node), '', 'writable again, the node generates');
 
 # 8. A torn write damages one slot only; an empty or zeroed file is
