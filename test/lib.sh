@@ -83,7 +83,9 @@ start_server() {
 		echo "unix_socket_directories = '$dir'"
 		echo "port = 5432"
 		[ "$preload" = yes ] && echo "shared_preload_libraries = 'snowflake'"
-		# the extension's schema, as README's Configure shows
+		# the extension's schema, so that the tests may call its functions
+		# unqualified (README's Configure recommends it only for a person's
+		# role; test/orm sets its application role's own)
 		echo "search_path = '\"\$user\", public, snowflake'"
 		for line in "$@"; do echo "$line"; done
 	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null

@@ -5,8 +5,8 @@
 # 19): on the host's own PostgreSQL (PG_MAJOR, 15 on Debian 12) directly,
 # and on each other version inside a Debian chroot that has it
 # (test/chroot.sh).  Every version's suite has the benchmark's smoke run;
-# on the host's version also the JavaScript client test and README's SQL.
-# Says per version how many passed, and
+# on the host's version also the JavaScript client test, README's SQL and
+# the ORMs (test/orm).  Says per version how many passed, and
 # ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
@@ -103,9 +103,20 @@ if [ $host = yes ]; then
 		xfailed=$((xfailed + 1))
 	fi
 
+	# ORMs and schema tools as README's "ORMs and schema tools" has them.
+	say "ORMs: TypeORM, Sequelize, Knex, SQLAlchemy with Alembic"
+	bash "$SRC/test/orm/run.sh" 2>&1 | tee "$WORK/orm.out" || true
+	oline=$(grep -E '^orm: [0-9]+ passed, [0-9]+ failed$' "$WORK/orm.out" | tail -n 1 || true)
+	if [ -n "$oline" ]; then
+		xpassed=$((xpassed + $(echo "$oline" | sed 's/^orm: \([0-9]*\) passed.*/\1/')))
+		xfailed=$((xfailed + $(echo "$oline" | sed 's/.* \([0-9]*\) failed$/\1/')))
+	else
+		xfailed=$((xfailed + 1))
+	fi
+
 	passed=$((passed + xpassed))
 	failed=$((failed + xfailed))
-	summary+=("JavaScript client and README's SQL, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	summary+=("JavaScript client, README's SQL and ORMs, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
 	else

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# test/orm/run.sh [BINDIR]: ORMs and schema tools do what README's "ORMs
+# and schema tools" tells their users: TypeORM, Sequelize and Knex from npm
+# (the versions package-lock.json pins, installed with npm ci), SQLAlchemy
+# and Alembic from Debian.  Starts a throwaway server like the others
+# (library preloaded, snowflake.worker_id = 7) and gives each tool a
+# database of its own, owned by the role app, whose sessions have the
+# search_path README recommends for applications: PostgreSQL's default,
+# without snowflake, set on the role because the server-wide one of the
+# tests has it.  Uses the installed extension of PG_MAJOR, or of the server
+# in BINDIR.  Prints a line per test and ends with one line:
+# "orm: N passed, M failed".  Removes its files when every test passed, and
+# otherwise says where they are.
+. "$(dirname "$0")/../lib.sh"
+
+if [ -n "${1:-}" ]; then
+	PGBIN=$1
+	PGLIB=$("$PGBIN/pg_config" --pkglibdir)
+fi
+if [ ! -f "$PGLIB/snowflake.so" ]; then
+	echo "orm: snowflake is not installed in $PGLIB; run make && make install first" >&2
+	echo "orm: 0 passed, 1 failed"
+	exit 1
+fi
+# Debian's python3, which sees Debian's packages (a python3 earlier on
+# PATH may not)
+PYTHON=/usr/bin/python3
+NEED_NODE=1 install_deps python3-sqlalchemy python3-psycopg2 python3-alembic
+
+t0=$(date +%s)
+WORK=$(pg_workdir orm)
+dir=$WORK/server
+mkdir "$dir"
+chmod 755 "$dir"
+[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+trap 'stop_server "$dir"' EXIT
+
+passed=0
+failed=0
+fail() {
+	echo "not ok - $*"
+	failed=$((failed + 1))
+}
+
+cp "$SRC"/test/orm/{package.json,package-lock.json,*.mjs,*.py} "$WORK/"
+if ! (cd "$WORK" && npm ci --no-audit --no-fund >"$WORK/npm.log" 2>&1); then
+	tail -n 20 "$WORK/npm.log"
+	fail "npm ci"
+fi
+
+start_server "$dir" yes "snowflake.worker_id = 7" "fsync = off"
+tools="typeorm sequelize knex sqlalchemy"
+{
+	echo "CREATE ROLE app LOGIN;"
+	echo 'ALTER ROLE app SET search_path = "$user", public;'
+	for db in $tools; do
+		echo "CREATE DATABASE $db OWNER app;"
+		echo "\\c $db"
+		echo "CREATE EXTENSION snowflake;"
+	done
+} | psql_at "$dir" -d postgres -q -v ON_ERROR_STOP=1 -f - >"$WORK/setup.log" 2>&1 ||
+	{ cat "$WORK/setup.log"; fail "setting up the server"; }
+
+# run TOOL COMMAND...: the tool's TAP output, its lines "ok N - name"
+# shown as "ok - TOOL: name", counted from its "# pass N" and "# fail N"
+run() {
+	local tool=$1 out=$WORK/$1.out p f
+	shift
+	(cd "$WORK" && PGHOST=$dir PGPORT=5432 PGUSER=app PGDATABASE=$tool "$@") >"$out" 2>&1 || true
+	sed -n -E "s/^(not )?ok [0-9]+ - /\\1ok - $tool: /p" "$out"
+	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out")
+	f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out")
+	if [ -z "$p" ] || [ -z "$f" ]; then
+		fail "$tool: no result"
+		f=1 p=0
+	fi
+	[ "$f" -eq 0 ] || sed 's/^/    /' "$out" | tail -n 60
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+run typeorm node --test --test-reporter=tap typeorm.test.mjs
+run sequelize node --test --test-reporter=tap sequelize.test.mjs
+run knex node --test --test-reporter=tap knex.test.mjs
+run sqlalchemy "$PYTHON" sqlalchemy_test.py
+
+stop_server "$dir"
+echo "orm: ran in $(($(date +%s) - t0)) s"
+if [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]; then
+	rm -rf "$WORK"
+else
+	echo "the files of this run (each tool's output, the server log) are in $WORK"
+fi
+echo "orm: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
