@@ -336,6 +336,31 @@ CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake.snowflake_wor
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_workers_arrived();
 
 --
+-- Only superusers change the claims, whatever privileges a role holds on
+-- the table: pg_write_all_data grants INSERT, UPDATE and DELETE on every
+-- table.  Enabled ALWAYS, so that it also fires when a subscription
+-- applies changes: a subscription writes claims only as a superuser.
+--
+CREATE FUNCTION snowflake.snowflake_workers_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'snowflake_workers_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION snowflake.snowflake_workers_guard() IS
+'trigger: only a superuser inserts, updates, deletes or truncates claims in snowflake_workers, also through logical replication';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_workers_guard() FROM PUBLIC;
+
+CREATE TRIGGER snowflake_workers_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake.snowflake_workers
+FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_workers_guard();
+
+CREATE TRIGGER snowflake_workers_guard_truncate BEFORE TRUNCATE ON snowflake.snowflake_workers
+FOR EACH STATEMENT EXECUTE FUNCTION snowflake.snowflake_workers_guard();
+
+ALTER TABLE snowflake.snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_guard;
+ALTER TABLE snowflake.snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_guard_truncate;
+
+--
 -- Blocks of IDs, for keys assigned before the insert (Hibernate's pooled
 -- optimizers, HiLo, a batch of parents and children): n consecutive
 -- sequence numbers of one tick, claimed at once.  Marked as

@@ -516,6 +516,31 @@ REVOKE ALL ON FUNCTION snowflake_workers_arrived() FROM PUBLIC;
 CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake_workers
 FOR EACH ROW EXECUTE FUNCTION snowflake_workers_arrived();
 
+--
+-- Only superusers change the claims, whatever privileges a role holds on
+-- the table: pg_write_all_data grants INSERT, UPDATE and DELETE on every
+-- table.  Enabled ALWAYS, so that it also fires when a subscription
+-- applies changes: a subscription writes claims only as a superuser.
+--
+CREATE FUNCTION snowflake_workers_guard()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'snowflake_workers_guard'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION snowflake_workers_guard() IS
+'trigger: only a superuser inserts, updates, deletes or truncates claims in snowflake_workers, also through logical replication';
+
+REVOKE ALL ON FUNCTION snowflake_workers_guard() FROM PUBLIC;
+
+CREATE TRIGGER snowflake_workers_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_workers
+FOR EACH ROW EXECUTE FUNCTION snowflake_workers_guard();
+
+CREATE TRIGGER snowflake_workers_guard_truncate BEFORE TRUNCATE ON snowflake_workers
+FOR EACH STATEMENT EXECUTE FUNCTION snowflake_workers_guard();
+
+ALTER TABLE snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_guard;
+ALTER TABLE snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_guard_truncate;
+
 -- a fresh install: a data directory without snowflake state is a new node
 SELECT @extschema@.snowflake_identity_installed();
 

@@ -24,7 +24,8 @@
  *	  recorded: a copy, held back until it gets a worker id of its own or
  *	  is confirmed as the node it was copied from;
  *	- a worker id that another system claimed: held back until it gets a
- *	  worker id of its own or is confirmed as that system's node.
+ *	  worker id of its own or is confirmed as that system's node.  Only
+ *	  superusers change those claims (snowflake_workers_guard()).
  *
  * A standby (standby.signal) is the node it follows: every change of the
  * record on a primary is logged in WAL (wal.c), and so is the record at
@@ -59,6 +60,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_control.h"
+#include "commands/trigger.h"
 #include "common/controldata_utils.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -67,6 +69,7 @@
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/rel.h"
 
 #include "identity.h"
 #include "persist.h"
@@ -133,6 +136,7 @@ static IdentityShared *ident = NULL;
 PG_FUNCTION_INFO_V1(snowflake_identity_confirm);
 PG_FUNCTION_INFO_V1(snowflake_identity_installed);
 PG_FUNCTION_INFO_V1(snowflake_identity_claim_seen);
+PG_FUNCTION_INFO_V1(snowflake_workers_guard);
 
 Size
 identity_shmem_size(void)
@@ -781,4 +785,56 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 	}
 	LWLockRelease(ident->lock);
 	PG_RETURN_VOID();
+}
+
+/*
+ * Trigger on snowflake_workers, before each row's INSERT, UPDATE or DELETE
+ * and before TRUNCATE: only a superuser changes the claims.  Privileges on
+ * the table do not decide it, since pg_write_all_data grants INSERT, UPDATE
+ * and DELETE on every table, and a subscription applies with the rights of
+ * its owner.  The trigger is enabled ALWAYS, so it fires in logical
+ * replication's apply too, where superuser() asks about the role the
+ * change is applied as (the table's owner; the subscription's owner with
+ * run_as_owner, and before PostgreSQL 16), as the privilege checks do.
+ */
+Datum
+snowflake_workers_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TriggerEvent event;
+	const char *action;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("snowflake_workers_guard() was not called by the trigger manager")));
+	event = trigdata->tg_event;
+	if (!TRIGGER_FIRED_BEFORE(event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("snowflake_workers_guard() must be fired before the change")));
+
+	if (!superuser())
+	{
+		if (TRIGGER_FIRED_BY_INSERT(event))
+			action = "insert into";
+		else if (TRIGGER_FIRED_BY_UPDATE(event))
+			action = "update";
+		else if (TRIGGER_FIRED_BY_DELETE(event))
+			action = "delete from";
+		else
+			action = "truncate";
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to %s table %s",
+						action, RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("Only superusers may change the claims of worker ids."),
+				 errhint("A superuser claims this node's worker id with snowflake_claim_worker().")));
+	}
+
+	if (!TRIGGER_FIRED_FOR_ROW(event))
+		return PointerGetDatum(NULL);
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+		return PointerGetDatum(trigdata->tg_newtuple);
+	return PointerGetDatum(trigdata->tg_trigtuple);
 }

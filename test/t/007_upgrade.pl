@@ -20,6 +20,21 @@ my $catalog = q{
 		WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
 		  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake')) s};
 
+# the triggers on its tables, as enabled, and the privileges on its members
+my $rights = q{
+	WITH m AS (SELECT classid, objid FROM pg_depend
+			   WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+				 AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake'))
+	SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+		SELECT pg_get_triggerdef(t.oid) || ' enabled ' || t.tgenabled::text AS x
+		FROM pg_trigger t JOIN m ON m.classid = 'pg_class'::regclass AND m.objid = t.tgrelid
+		UNION ALL
+		SELECT p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, 'default')
+		FROM pg_proc p JOIN m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+		UNION ALL
+		SELECT c.oid::regclass::text || ' ' || coalesce(c.relacl::text, 'default')
+		FROM pg_class c JOIN m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid) s};
+
 # where it lives: the schema, its owner and privileges, and that the schema
 # is no member (DROP EXTENSION leaves it, as CREATE EXTENSION made it)
 my $schema = q{
@@ -34,6 +49,9 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION snowflake');
 my $fresh = $node->safe_psql('fresh', $catalog);
 my $fresh_schema = $node->safe_psql('fresh', $schema);
+my $fresh_rights = $node->safe_psql('fresh', $rights);
+like($fresh_rights, qr/BEFORE INSERT OR DELETE OR UPDATE ON snowflake\.snowflake_workers .* enabled A/,
+	'a fresh install guards the worker id registry in apply too');
 ok(length($fresh) > 1000, "a fresh install of $default has its objects");
 
 my @versions = split /\n/, $node->safe_psql('postgres',
@@ -49,6 +67,7 @@ for my $v (@versions)
 		$default, "$v updates to $default");
 	is($node->safe_psql($db, $catalog), $fresh, "$v updated has the objects of a fresh $default");
 	is($node->safe_psql($db, $schema), $fresh_schema, "$v updated lives where a fresh $default does");
+	is($node->safe_psql($db, $rights), $fresh_rights, "$v updated has the triggers and privileges of a fresh $default");
 	ok($node->safe_psql($db, 'SELECT snowflake_nextval() > 0'), "$v updated generates");
 }
 
