@@ -6,7 +6,8 @@
 #                   runs it on that version, in its Debian chroot if this machine lacks it
 #   make bench-mesh three nodes in an active-active mesh, measured (PostgreSQL 17)
 #   make deb        build the Debian package, install it, test it
-#   make torture    the random fault-history checker: SEEDS=N histories (100)
+#   make torture    the random fault-history checker: SEEDS=N histories (100),
+#                   STEPS, FIRST_SEED, FORCE=<kinds> to replay one
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
@@ -74,7 +75,7 @@ deb:
 
 torture:
 	PG_MAJOR=$(PG_MAJOR) SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) \
-		bash test/torture.sh
+		$(if $(FORCE),FORCE=$(FORCE)) bash test/torture.sh
 
 # make installcheck runs against a server of your own: say what it needs
 # before a page of diffs does

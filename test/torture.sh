@@ -2,8 +2,10 @@
 # test/torture.sh: `make torture`.  Plays SEEDS random fault histories (100
 # by default) of STEPS steps (50) from seed FIRST_SEED (1) on, with the
 # checker of t/010_torture.pl, on this machine's PostgreSQL (PG_MAJOR).
-# A failing seed prints its history; replay it with
-#   make torture FIRST_SEED=<seed> SEEDS=1
+# Every kind of event is dealt to the histories in turn; FORCE (a list of
+# kinds, comma-separated) gives each history those instead.  A failing
+# history prints the command that replays it:
+#   make torture FIRST_SEED=<seed> SEEDS=1 STEPS=<steps> FORCE=<kinds>
 # Ends with the checker's totals and one line "torture: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
@@ -21,6 +23,7 @@ rc=0
 	TESTLOGDIR="$T/tmp_check/log" PG_TEST_TIMEOUT_DEFAULT=300 \
 	TORTURE_SEEDS="${SEEDS:-100}" TORTURE_STEPS="${STEPS:-50}" \
 	TORTURE_FIRST_SEED="${FIRST_SEED:-1}" TORTURE_VERBOSE="${VERBOSE:-}" \
+	${FORCE+TORTURE_FORCE="$FORCE"} \
 	prove -v -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" t/010_torture.pl) \
 	>"$WORK/torture.out" 2>&1 || rc=$?
 grep -E '^(not ok|#)' "$WORK/torture.out" | grep -vE '^# +[0-9]+ ' || true

@@ -11,7 +11,8 @@
 # one of them, so that any run of them holds every kind (with fewer
 # histories than kinds, some hold several); the run fails if one is
 # missing.  A failing history prints the command that replays it exactly:
-# its seed, its steps and the kinds it was given (TORTURE_FORCE).
+# its seed, its steps and the kinds it was given (TORTURE_FORCE, "none" for
+# none).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -34,7 +35,8 @@ my @kinds = event_kinds();
 my %force;
 if (defined $ENV{TORTURE_FORCE})
 {
-	$force{$_} = [ grep { length } split /,/, $ENV{TORTURE_FORCE} ] for $first .. $first + $seeds - 1;
+	$force{$_} = [ grep { length && $_ ne 'none' } split /,/, $ENV{TORTURE_FORCE} ]
+	  for $first .. $first + $seeds - 1;
 }
 else
 {
@@ -46,7 +48,8 @@ for my $seed ($first .. $first + $seeds - 1)
 	my $f = $force{$seed} // [];
 	my $h = play_history($seed, $steps, $dir, force => $f);
 	my @v = @{ $h->{violations} };
-	my $replay = "TORTURE_FIRST_SEED=$seed TORTURE_SEEDS=1 TORTURE_STEPS=$steps TORTURE_FORCE=" . join(',', @$f);
+	my $kinds = @$f ? join(',', @$f) : 'none';
+	my $replay = "make torture FIRST_SEED=$seed SEEDS=1 STEPS=$steps FORCE=$kinds";
 	ok(!@v, "history $seed: $h->{ops} operations, $h->{faults} faults, $h->{ids} IDs, "
 		  . "$h->{allowed} refusals with cause, no violation")
 	  or diag(join("\n", "violations:", @v, "history (replay with $replay):", @{ $h->{log} }));
