@@ -1125,8 +1125,12 @@ sub standby_op
 			$sb->stop('immediate', fail_ok => 1);
 			$h->{standby} = undef;
 		}
-		$new->promote;
-		wait_primary($new);
+		my ($pout, $perr) = ('', '');
+		eval {
+			IPC::Run::run([ 'pg_ctl', '-D', $new->data_dir, '-w', 'promote' ],
+				'<', \undef, '>', \$pout, '2>', \$perr, IPC::Run::timeout(120));
+		};
+		wait_primary($new) or violation($h, "the standby did not leave recovery: $perr");
 		# the promise now: above every ID of the old primary that reached it
 		my (undef, $reached) = try_sql($new, 'SELECT coalesce(max(id), 0) FROM t');
 		$h->{seen} = {};
@@ -1344,6 +1348,9 @@ sub lifecycle_op
 			return;
 		}
 		$m->{identity} = 'ok';
+		# the restore is over: its standbys must not stop at its target
+		$copy->append_conf('postgresql.conf', "recovery_target = ''\nrecovery_target_action = 'pause'\n")
+		  if $how eq 'pitr';
 		# the promise now: above every ID of the node that reached the copy
 		my (undef, $reached) = try_sql($copy, 'SELECT coalesce(max(id), 0) FROM t');
 		$h->{seen} = {};

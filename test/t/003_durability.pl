@@ -144,7 +144,13 @@ $standby->init_from_backup($node, 'base', has_streaming => 1);
 start_faked($standby, '-1h');
 is(refusal($standby) =~ /during recovery/ ? 1 : 0, 1, 'a hot standby refuses to generate');
 
+# IDs a second after the last ones need a reservation of their own, logged
+# after the backup began: the restores below replay it
+my $hwm = $node->safe_psql('postgres', 'SELECT high_water_mark FROM snowflake_status');
+select(undef, undef, undef, 1.2);
 insert_rows($node, 3000);
+$node->poll_query_until('postgres', "SELECT high_water_mark > $hwm FROM snowflake_status")
+  or die 'no reservation was made after the backup';
 $node->wait_for_catchup($standby);
 my $primary_max = max_id($node);
 # archive the WAL holding those rows, for the restore below
