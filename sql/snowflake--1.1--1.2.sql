@@ -228,7 +228,7 @@ BEGIN
 		owned := seq IS NOT NULL;
 		old_default := 'DEFAULT ' || att.def;
 	ELSIF att.def = 'snowflake.snowflake_nextval()' THEN
-		RETURN format('%s.%I already defaults to snowflake_nextval(); nothing changed', tbl, col);
+		RETURN format('%s.%I already defaults to snowflake.snowflake_nextval(); nothing changed', tbl, col);
 	ELSE
 		RAISE EXCEPTION 'column "%" of relation % is not filled by a sequence or an identity', col, tbl
 			USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -259,7 +259,7 @@ BEGIN
 	END IF;
 	report := report || format('existing values up to %s stay below the first snowflake ID %s',
 							   coalesce(max_value::text, '(none)'), floor_id);
-	RETURN format('%s.%I now defaults to snowflake_nextval(): %s', tbl, col, array_to_string(report, '; '));
+	RETURN format('%s.%I now defaults to snowflake.snowflake_nextval(): %s', tbl, col, array_to_string(report, '; '));
 END $$;
 
 --

@@ -140,7 +140,7 @@ super('victim', 'CREATE SCHEMA app; CREATE TABLE app.t (id bigserial PRIMARY KEY
 is(super('victim', "SELECT (snowflake.snowflake_claim_worker('n1')).worker_id"), '3',
 	'a superuser claims the worker id');
 like(super('victim', "SELECT snowflake.snowflake_convert_column('app.t', 'id')"),
-	qr/now defaults to snowflake_nextval/, 'and converts a column');
+	qr/now defaults to snowflake\.snowflake_nextval/, 'and converts a column');
 is(rolsuper('bob'), 'f', 'the database owner did not become superuser');
 is(super('victim', 'SELECT count(*) FROM snowflake.snowflake_workers WHERE worker_id = 3'), '1',
 	'the claim is in the extension\'s table');
@@ -187,9 +187,9 @@ is(super('victim', q{SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE ad
 ($ok, $out, $err) = as_role('carol', 'victim', "SELECT snowflake.snowflake_convert_column('bobs.bt', 'id')");
 ok(!$ok && $err =~ /42501: must be owner of table bobs.bt/, 'another role\'s table is refused (42501)');
 ($ok, $out, $err) = as_role('bob', 'victim', "SELECT snowflake.snowflake_convert_column('bobs.bt', 'id')");
-ok($ok && $out =~ /now defaults to snowflake_nextval/, 'its owner converts it') or diag($err);
+ok($ok && $out =~ /now defaults to snowflake\.snowflake_nextval/, 'its owner converts it') or diag($err);
 like(super('victim', "SELECT snowflake.snowflake_convert_column('app.p', 'id')"),
-	qr/now defaults to snowflake_nextval/, 'a partitioned table converts');
+	qr/now defaults to snowflake\.snowflake_nextval/, 'a partitioned table converts');
 is(rolsuper('bob'), 'f', 'still no superuser');
 
 # --- 8. a role that may create in a schema ------------------------------
