@@ -25,7 +25,7 @@ our @EXPORT = qw(play_history);
 my @known_errors = (
 	qr/system clock moved backwards by \d+ ms/,
 	qr/snowflake generator is \d+ ms ahead of the system clock/,
-	qr/snowflake layout "\w+" cannot continue above the IDs issued under layout/,
+	qr/snowflake layout "[^"]+" cannot continue above the IDs issued under layout/,
 	qr/snowflake state file "snowflake.state" cannot be used/,
 	qr/snowflake reservation was not renewed within \d+ ms/,
 	qr/snowflake cannot generate IDs: /,
@@ -38,7 +38,7 @@ my @known_errors = (
 	qr/could not (open|write|fsync|create) file "snowflake.state/,
 	qr/could not rename file "snowflake.state.new"/,
 	# a repair above an ID the layout in force cannot exceed
-	qr/snowflake ID \d+ is out of range for the "\w+" layout/,
+	qr/snowflake ID \d+ is out of range for the "[^"]+" layout/,
 	# the history's own kills and restarts
 	qr/server closed the connection unexpectedly/,
 	qr/terminating connection because of crash of another server process/,
@@ -51,7 +51,10 @@ my @known_errors = (
 	qr/SSL SYSCALL error|could not send data to server|could not receive data from server/,
 );
 
-my @layouts = qw(shardingsphere twitter discord instagram sonyflake javascript custom broken);
+# ShardingSphere's for JVMs in Shanghai and New York: epochs 8 hours before
+# and 4 hours after plain shardingsphere's
+my @layouts = qw(shardingsphere twitter discord instagram sonyflake javascript custom broken
+  shardingsphere@Asia/Shanghai shardingsphere@America/New_York);
 
 sub new_history
 {
@@ -292,7 +295,7 @@ sub burst
 	{
 		# a tick's capacity, in the layout in force; no block is larger
 		# (sonyflake's tick holds 256)
-		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = current_setting('snowflake.layout')), "
+		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = split_part(current_setting('snowflake.layout'), '\@', 1)), "
 		  . "1 << current_setting('snowflake.custom_seq_bits')::int))";
 		my $size = $block eq 'capacity' ? $capacity : "least($block, $capacity)";
 		my $calls = "generate_series(1, greatest($n / $size, 1))";
