@@ -5,7 +5,8 @@
 # 19): on the host's own PostgreSQL (PG_MAJOR, 15 on Debian 12) directly,
 # and on each other version inside a Debian chroot that has it
 # (test/chroot.sh).  Every version's suite has the benchmark's smoke run;
-# on the host's version also the JavaScript client test and README's SQL.
+# on the host's version also the JavaScript client test, README's SQL and
+# the ShardingSphere layouts against ShardingSphere's algorithm in a JVM.
 # Says per version how many passed, and
 # ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
@@ -103,9 +104,21 @@ if [ $host = yes ]; then
 		xfailed=$((xfailed + 1))
 	fi
 
+	# The shardingsphere@ZONE layouts agree with ShardingSphere's algorithm
+	# run in a JVM.
+	say "ShardingSphere's IDs in a JVM"
+	bash "$SRC/test/shardingsphere/check.sh" 2>&1 | tee "$WORK/shardingsphere.out" || true
+	sline=$(grep -E '^shardingsphere: [0-9]+ passed, [0-9]+ failed$' "$WORK/shardingsphere.out" | tail -n 1 || true)
+	if [ -n "$sline" ]; then
+		xpassed=$((xpassed + $(echo "$sline" | sed 's/^shardingsphere: \([0-9]*\) passed.*/\1/')))
+		xfailed=$((xfailed + $(echo "$sline" | sed 's/.* \([0-9]*\) failed$/\1/')))
+	else
+		xfailed=$((xfailed + 1))
+	fi
+
 	passed=$((passed + xpassed))
 	failed=$((failed + xfailed))
-	summary+=("JavaScript client and README's SQL, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	summary+=("JavaScript client, README's SQL and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
 	else
