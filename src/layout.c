@@ -392,7 +392,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 	}
 	if (parse_zone_offset(zone, &minutes))
 	{
-		if (Abs(minutes) > ZONE_OFFSET_MAX_MINUTES)
+		if (abs(minutes) > ZONE_OFFSET_MAX_MINUTES)
 		{
 			snprintf(buf, sizeof(buf),
 					 "The UTC offset \"%s\" is out of range: offsets run from -23:59 to +23:59.",
@@ -401,7 +401,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 		}
 		snprintf(l->name_buf, sizeof(l->name_buf), "%s%c%02d:%02d",
 				 LAYOUT_ZONE_PREFIX, minutes < 0 ? '-' : '+',
-				 Abs(minutes) / 60, Abs(minutes) % 60);
+				 abs(minutes) / 60, abs(minutes) % 60);
 		epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS - (int64) minutes * 60000;
 	}
 	else
