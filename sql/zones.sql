@@ -28,12 +28,11 @@ SELECT layout, d.*
 FROM (VALUES ('shardingsphere'), ('shardingsphere@Asia/Shanghai'), ('shardingsphere@America/New_York')) l(layout),
 	 snowflake_decode(1331055398945320985, layout) d;
 
--- names are case-insensitive; offsets are written several ways; a zone
--- reached by a link (Asia/Calcutta) is its target's, under its own name
+-- names are case-insensitive; offsets are written several ways; the tz
+-- database's Etc/GMT-8 is eight hours east, as in Java
 SELECT name, snowflake_timestamp(1, name)
 FROM (VALUES ('SHARDINGSPHERE@asia/shanghai'), ('ShardingSphere@+8'), ('shardingsphere@+0800'),
-			 ('shardingsphere@-4'), ('shardingsphere@-00:00'), ('shardingsphere@Asia/Calcutta'),
-			 ('shardingsphere@Etc/GMT-8'), ('shardingsphere@EST5EDT')) n(name);
+			 ('shardingsphere@-4'), ('shardingsphere@-00:00'), ('shardingsphere@Etc/GMT-8')) n(name);
 
 -- the IDs of one zone sort by time, and round-trip to the tick
 SELECT bool_and(snowflake_timestamp(snowflake_from_timestamp(t, 'shardingsphere@America/New_York'), 'shardingsphere@America/New_York')
@@ -42,8 +41,8 @@ FROM generate_series('2026-03-08 06:59:59+00'::timestamptz, '2026-03-08 07:00:01
 
 -- bad names: an unknown zone, a POSIX zone string (whose sign is the
 -- opposite of Java's "GMT+8"), Java's own spelling of an offset, offsets
--- out of range or malformed, the machine's zone, a zone with leap seconds,
--- no zone, and a name too long for the state file
+-- out of range or malformed, the machine's zone, no zone, and a name too
+-- long for the state file
 SELECT snowflake_timestamp(1, 'shardingsphere@Mars/Olympus');
 \echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_timestamp(1, 'shardingsphere@UTC+8');
@@ -52,7 +51,6 @@ SELECT snowflake_from_timestamp(now(), 'shardingsphere@+24:00');
 SELECT snowflake_timestamp(1, 'shardingsphere@+08:60');
 SELECT snowflake_timestamp(1, 'shardingsphere@+8:0');
 SELECT snowflake_timestamp(1, 'shardingsphere@localtime');
-SELECT snowflake_timestamp(1, 'shardingsphere@right/UTC');
 SELECT snowflake_timestamp(1, 'shardingsphere@');
 SELECT snowflake_timestamp(1, 'shardingsphere@America/Argentina/ComodRivadavia/' || repeat('x', 20));
 SELECT snowflake_timestamp(1, 'shardingsphere');
