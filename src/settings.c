@@ -330,7 +330,7 @@ layout_from_placeholder(void)
 		if (layout_from_name(&zone, name, &why))
 			l = &zone;
 		else
-			set_problem("snowflake.layout is unusable: %s", why, "");
+			set_problem("snowflake.layout = '%s' is unusable: %s", name, why);
 	}
 	snowflake_layout = l ? l : layout_default();
 	if (name && pg_strcasecmp(name, "custom") == 0)
