@@ -19,6 +19,22 @@ ALTER SYSTEM SET snowflake.max_clock_backward_ms = -1;
 ALTER SYSTEM SET snowflake.max_clock_backward_ms = '2h';
 ALTER SYSTEM SET snowflake.layout = 'uuid';
 
+-- snowflake.layout takes the presets, custom, and ShardingSphere's layout
+-- for a JVM's time zone, whose zone must be known and its name short
+-- enough for the state file
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@Mars/Olympus';
+\echo :LAST_ERROR_SQLSTATE
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@+24:00';
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@UTC+8';
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@America/Argentina/ComodRivadavia/xxxxxxxxxxxxxxxx';
+ALTER SYSTEM SET snowflake.layout = 'custom:41/10/12/1ms/2016-11-01';
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@asia/shanghai';
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@-04:00';
+ALTER SYSTEM SET snowflake.layout = 'Twitter';
+ALTER SYSTEM SET snowflake.layout = 'custom';
+ALTER SYSTEM RESET snowflake.layout;
+SET snowflake.layout = 'shardingsphere@Asia/Shanghai';
+
 -- a typo under the prefix is an error, not a silent placeholder
 SET snowflake.workerid = 3;
 ALTER SYSTEM SET snowflake.workerid = 3;

@@ -94,20 +94,21 @@ REVOKE ALL ON FUNCTION snowflake.decimal_id_nextval() FROM PUBLIC;
 
 --
 -- Functions tell the truth (issue 20).  The variants that name a layout
--- take a custom layout only by a name that carries its parameters; the
--- range bound's comment states its tick rounding.
+-- take a custom layout only by a name that carries its parameters, and
+-- ShardingSphere's for a JVM's time zone as shardingsphere@ZONE (issue 26);
+-- the range bound's comment states its tick rounding.
 --
 COMMENT ON FUNCTION snowflake.snowflake_decode(bigint, text) IS
-'time, worker id and sequence number of an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
+'time, worker id and sequence number of an ID of the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'')';
 
 COMMENT ON FUNCTION snowflake.snowflake_timestamp(bigint, text) IS
-'time at which an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
+'time at which an ID of the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
 
 COMMENT ON FUNCTION snowflake.snowflake_from_timestamp(timestamptz) IS
 'smallest ID of the tick that holds that time, in the server''s layout: a bound for range scans on the key';
 
 COMMENT ON FUNCTION snowflake.snowflake_from_timestamp(timestamptz, text) IS
-'smallest ID of the tick that holds that time, in the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
+'smallest ID of the tick that holds that time, in the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'')';
 
 -- A repair far ahead of the clock needs force, which also lowers the state.
 DROP FUNCTION snowflake.snowflake_repair_state(bigint);

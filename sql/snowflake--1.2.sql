@@ -121,7 +121,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_decode(bigint, text) IS
-'time, worker id and sequence number of an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
+'time, worker id and sequence number of an ID of the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'')';
 
 CREATE FUNCTION snowflake_timestamp(id bigint)
 RETURNS timestamptz
@@ -137,7 +137,7 @@ AS 'MODULE_PATHNAME', 'snowflake_timestamp_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_timestamp(bigint, text) IS
-'time at which an ID of the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
+'time at which an ID of the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
 
 CREATE FUNCTION snowflake_from_timestamp(ts timestamptz)
 RETURNS bigint
@@ -153,7 +153,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_from_timestamp(timestamptz, text) IS
-'smallest ID of the tick that holds that time, in the named layout (a preset or ''custom:T/W/S/Nms/EPOCH'')';
+'smallest ID of the tick that holds that time, in the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'')';
 
 --
 -- Reference and monitoring.

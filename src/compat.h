@@ -76,4 +76,19 @@ compat_guc_variables(int *n)
 #endif
 }
 
+/*
+ * 16 moved the memory of settings' values into a context of its own: a
+ * check hook's replacement value and its extra come from there, and from
+ * malloc() before
+ */
+#if PG_VERSION_NUM >= 160000
+#define compat_guc_malloc(size)	guc_malloc(LOG, (size))
+#define compat_guc_strdup(s)	guc_strdup(LOG, (s))
+#define compat_guc_free(p)		guc_free(p)
+#else
+#define compat_guc_malloc(size)	malloc(size)
+#define compat_guc_strdup(s)	strdup(s)
+#define compat_guc_free(p)		free(p)
+#endif
+
 #endif							/* SNOWFLAKE_COMPAT_H */

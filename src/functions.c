@@ -69,14 +69,14 @@ server_custom_name(void)
 
 /*
  * The layout a decoding function names.  These functions are IMMUTABLE, so
- * the name alone must decide the layout: a preset, or a custom layout
- * named with its parameters.  Plain "custom" follows settings that change
- * across restarts, and an index built on it would answer wrong after one.
+ * the name alone must decide the layout: a preset, or a layout named with
+ * its parameters (a custom one, or ShardingSphere's for a time zone).
+ * Plain "custom" follows settings that change across restarts, and an index
+ * built on it would answer wrong after one.
  */
 static const SnowflakeLayout *
-layout_arg(text *name)
+layout_by_name(const char *s, SnowflakeLayout *buf)
 {
-	char	   *s = text_to_cstring(name);
 	const SnowflakeLayout *l = layout_find(s);
 	bool		custom_server = strcmp(snowflake_layout->name, "custom") == 0;
 	int			n;
@@ -85,17 +85,21 @@ layout_arg(text *name)
 
 	if (l != NULL)
 		return l;
-	if (pg_strncasecmp(s, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) == 0)
+	if (layout_named_with_parameters(s))
 	{
-		SnowflakeLayout *c = palloc(sizeof(SnowflakeLayout));
 		char	   *why;
+		bool		zone = pg_strncasecmp(s, LAYOUT_ZONE_PREFIX, strlen(LAYOUT_ZONE_PREFIX)) == 0;
 
-		if (!layout_from_name(c, s, &why))
+		if (!layout_from_name(buf, s, &why))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 zone ?
+					 errmsg("invalid snowflake layout \"%s\"", echo(s)) :
 					 errmsg("invalid custom snowflake layout \"%s\"", echo(s)),
-					 errdetail("%s", why)));
-		return c;
+					 errdetail("%s", why),
+					 zone ?
+					 errhint("Name ShardingSphere's layout for a JVM's default time zone as 'shardingsphere@ZONE', with a time zone name such as 'Asia/Shanghai' (pg_timezone_names lists them) or a UTC offset such as '+08:00'.") : 0));
+		return buf;
 	}
 	if (pg_strcasecmp(s, "custom") == 0)
 		ereport(ERROR,
@@ -114,9 +118,45 @@ layout_arg(text *name)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown snowflake layout \"%s\"", echo(s)),
-			 errhint("Known layouts are: %sand custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
+			 errhint("Known layouts are: %sShardingSphere's for a JVM's time zone, as in 'shardingsphere@Asia/Shanghai', and custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
 					 names.data)));
 	return NULL;				/* keep the compiler quiet */
+}
+
+/*
+ * The layout a call names, kept for the next call of the same expression
+ * with the same name (a query that decodes many rows looks it up once).
+ */
+typedef struct LayoutCache
+{
+	char	   *name;			/* NULL while nothing is kept */
+	const SnowflakeLayout *layout;
+	SnowflakeLayout built;		/* a layout named with its parameters */
+} LayoutCache;
+
+static const SnowflakeLayout *
+layout_arg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *name = PG_GETARG_TEXT_PP(argno);
+	LayoutCache *c = (LayoutCache *) fcinfo->flinfo->fn_extra;
+	char	   *s;
+
+	if (c == NULL)
+		c = fcinfo->flinfo->fn_extra =
+			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(LayoutCache));
+	else if (c->name != NULL &&
+			 strlen(c->name) == VARSIZE_ANY_EXHDR(name) &&
+			 memcmp(c->name, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) == 0)
+		return c->layout;
+
+	if (c->name != NULL)
+		pfree(c->name);
+	c->name = NULL;
+	/* kept as long as the layout: a custom layout's name points to it */
+	s = MemoryContextStrdup(fcinfo->flinfo->fn_mcxt, text_to_cstring(name));
+	c->layout = layout_by_name(s, &c->built);
+	c->name = s;
+	return c->layout;
 }
 
 /* The server's layout, for the one-argument functions. */
@@ -334,7 +374,7 @@ snowflake_decode(PG_FUNCTION_ARGS)
 Datum
 snowflake_decode_layout(PG_FUNCTION_ARGS)
 {
-	return decode(fcinfo, layout_arg(PG_GETARG_TEXT_PP(1)), PG_GETARG_INT64(0));
+	return decode(fcinfo, layout_arg(fcinfo, 1), PG_GETARG_INT64(0));
 }
 
 static TimestampTz
@@ -353,7 +393,7 @@ snowflake_timestamp(PG_FUNCTION_ARGS)
 Datum
 snowflake_timestamp_layout(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_TIMESTAMPTZ(id_timestamp(layout_arg(PG_GETARG_TEXT_PP(1)),
+	PG_RETURN_TIMESTAMPTZ(id_timestamp(layout_arg(fcinfo, 1),
 									   PG_GETARG_INT64(0)));
 }
 
@@ -366,7 +406,7 @@ snowflake_from_timestamp(PG_FUNCTION_ARGS)
 Datum
 snowflake_from_timestamp_layout(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(from_timestamp(layout_arg(PG_GETARG_TEXT_PP(1)),
+	PG_RETURN_INT64(from_timestamp(layout_arg(fcinfo, 1),
 								   PG_GETARG_TIMESTAMPTZ(0)));
 }
 

@@ -1,13 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * layout.c
- *	  The layout presets, the custom layout built from settings, their
- *	  validation, and the conversions between ticks and timestamps.
+ *	  The layout presets, the custom layout built from settings, the
+ *	  layouts named with their parameters (custom ones, and ShardingSphere's
+ *	  for a JVM in a given time zone), their validation, and the conversions
+ *	  between ticks and timestamps.
  *
  * Each preset reproduces the ID format of an existing generator exactly, so
  * IDs made elsewhere decode and sort together with ours.  Nothing here
  * raises an error: the postmaster builds layouts while it reads its
- * settings, so problems come back as text for the caller to report.
+ * settings, so problems come back as text for the caller to report.  Time
+ * zones are PostgreSQL's own (pgtime.h), never the C library's.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +20,7 @@
 
 #include "common/int.h"
 #include "common/string.h"
+#include "pgtime.h"
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
@@ -301,10 +305,179 @@ name_field(const char **p, const char *unit, int64 max, int64 *value)
 }
 
 /*
- * Build a custom layout from its name (layout_custom_name()'s form).  The
+ * ShardingSphere's generator (SnowflakeKeyGenerateAlgorithm) takes as its
+ * epoch a java.util.Calendar set to 2016-11-01 00:00:00.000 in the JVM's
+ * default time zone: local midnight, at the UTC offset the zone had on that
+ * day by its rules in the tz database (not the offset of the day the JVM
+ * runs).  In UTC that is this instant, the "shardingsphere" preset's epoch.
+ */
+#define SHARDINGSPHERE_EPOCH_UTC_MS	INT64CONST(1477958400000)
+
+/* Java's custom time zone ids ("GMT+hh:mm") go up to 23:59 either way */
+#define ZONE_OFFSET_MAX_MINUTES	(23 * 60 + 59)
+
+/*
+ * Parse a fixed UTC offset, east of UTC positive as in ISO 8601: "+08:00",
+ * "+0800", "+8" or "+08".  Returns false when s is not written so; the
+ * range is the caller's to check.
+ */
+static bool
+parse_zone_offset(const char *s, int *minutes)
+{
+	int			sign = (*s == '-') ? -1 : 1;
+	int			h,
+				m = 0;
+	size_t		digits;
+
+	if (*s != '+' && *s != '-')
+		return false;
+	s++;
+	digits = strspn(s, "0123456789");
+	if (digits == 4 && s[4] == '\0')
+	{
+		h = (s[0] - '0') * 10 + (s[1] - '0');
+		m = (s[2] - '0') * 10 + (s[3] - '0');
+	}
+	else if (digits == 1 || digits == 2)
+	{
+		h = atoi(s);
+		s += digits;
+		if (*s == ':')
+		{
+			if (strspn(s + 1, "0123456789") != 2 || s[3] != '\0')
+				return false;
+			m = atoi(s + 1);
+		}
+		else if (*s != '\0')
+			return false;
+	}
+	else
+		return false;
+	if (m > 59)
+		h = 99;					/* out of range below */
+	*minutes = sign * (h * 60 + m);
+	return true;
+}
+
+/*
+ * ShardingSphere's layout as a JVM whose default time zone is zone makes
+ * it: a time zone name of the tz database (looked up as a file of the time
+ * zone database only, never as a POSIX TZ string such as "UTC+8", whose
+ * sign is the opposite of Java's "GMT+8"), or a fixed UTC offset.  The
+ * layout's name is canonical: the zone as the database spells it, or the
+ * offset as "+HH:MM".
+ */
+static bool
+zone_layout(SnowflakeLayout *l, const char *name, char **why)
+{
+	static char buf[256];
+	const char *zone = name + strlen(LAYOUT_ZONE_PREFIX);
+	int64		epoch_ms;
+	int			minutes;
+
+	*why = buf;
+	*l = *layout_find("shardingsphere");
+	if (*zone == '\0')
+	{
+		snprintf(buf, sizeof(buf),
+				 "No time zone follows \"%s\".", LAYOUT_ZONE_PREFIX);
+		return false;
+	}
+	if (strlen(name) >= NAMEDATALEN)
+	{
+		snprintf(buf, sizeof(buf),
+				 "A layout's name has at most %d characters; this one has %d.",
+				 NAMEDATALEN - 1, (int) strlen(name));
+		return false;
+	}
+	if (parse_zone_offset(zone, &minutes))
+	{
+		if (abs(minutes) > ZONE_OFFSET_MAX_MINUTES)
+		{
+			snprintf(buf, sizeof(buf),
+					 "The UTC offset \"%s\" is out of range: offsets run from -23:59 to +23:59.",
+					 zone);
+			return false;
+		}
+		snprintf(l->name_buf, sizeof(l->name_buf), "%s%c%02d:%02d",
+				 LAYOUT_ZONE_PREFIX, minutes < 0 ? '-' : '+',
+				 abs(minutes) / 60, abs(minutes) % 60);
+		epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS - (int64) minutes * 60000;
+	}
+	else
+	{
+		char		file[NAMEDATALEN + 1];
+		pg_tz	   *tz;
+		struct pg_tm tm;
+
+		/* the machine's own zone, which can change under an index */
+		if (pg_strcasecmp(zone, "localtime") == 0)
+		{
+			snprintf(buf, sizeof(buf),
+					 "\"localtime\" is whatever zone the machine is set to; name that zone.");
+			return false;
+		}
+		/* a leading colon makes pg_tzset() read only the zone files */
+		snprintf(file, sizeof(file), ":%s", zone);
+		tz = (*zone == '+' || *zone == '-') ? NULL : pg_tzset(file);
+		if (tz == NULL)
+		{
+			if ((pg_strncasecmp(zone, "GMT", 3) == 0 ||
+				 pg_strncasecmp(zone, "UTC", 3) == 0) &&
+				(zone[3] == '+' || zone[3] == '-'))
+				snprintf(buf, sizeof(buf),
+						 "\"%s\" is not a time zone name; write a fixed UTC offset as \"+08:00\", east of UTC positive (Java's \"GMT+08:00\").",
+						 zone);
+			else if (*zone == '+' || *zone == '-')
+				snprintf(buf, sizeof(buf),
+						 "\"%s\" is not a UTC offset; write one as \"+08:00\" or \"-04:00\".",
+						 zone);
+			else
+				snprintf(buf, sizeof(buf),
+						 "Time zone \"%s\" is not in this server's time zone database.",
+						 zone);
+			return false;
+		}
+		if (!pg_tz_acceptable(tz))
+		{
+			snprintf(buf, sizeof(buf),
+					 "Time zone \"%s\" counts leap seconds, which neither PostgreSQL nor Java does.",
+					 zone);
+			return false;
+		}
+		snprintf(l->name_buf, sizeof(l->name_buf), "%s%s",
+				 LAYOUT_ZONE_PREFIX, pg_get_timezone_name(tz));
+
+		/* local midnight; the offset returned counts seconds west of UTC */
+		memset(&tm, 0, sizeof(tm));
+		tm.tm_year = 2016;
+		tm.tm_mon = 11;
+		tm.tm_mday = 1;
+		epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS +
+			(int64) DetermineTimeZoneOffset(&tm, tz) * 1000;
+	}
+	l->name = l->name_buf;
+	l->epoch_ms = epoch_ms;
+	l->description = "ShardingSphere's layout for a JVM in a named time zone: 1 ms ticks since local midnight of 2016-11-01 there";
+	return layout_finish(l, why);
+}
+
+/* Whether a name is one that layout_from_name() reads. */
+bool
+layout_named_with_parameters(const char *name)
+{
+	return pg_strncasecmp(name, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) == 0 ||
+		pg_strncasecmp(name, LAYOUT_ZONE_PREFIX, strlen(LAYOUT_ZONE_PREFIX)) == 0;
+}
+
+/*
+ * Build a layout from a name that carries its parameters: a custom layout
+ * (layout_custom_name()'s form) or ShardingSphere's for a time zone.  The
  * name alone decides the result: no setting and no clock enter it, so the
- * functions that take it can be IMMUTABLE.  Returns false with *why set
- * when the name is not such a name or the layout it describes is unusable.
+ * functions that take it can be IMMUTABLE (as PostgreSQL's own time zone
+ * conversions are, which read the same time zone database).  Returns false
+ * with *why set when the name is not such a name or the layout it
+ * describes is unusable.
  */
 bool
 layout_from_name(SnowflakeLayout *l, const char *name, char **why)
@@ -319,6 +492,8 @@ layout_from_name(SnowflakeLayout *l, const char *name, char **why)
 	size_t		epoch_len;
 	char		epoch[64];
 
+	if (pg_strncasecmp(name, LAYOUT_ZONE_PREFIX, strlen(LAYOUT_ZONE_PREFIX)) == 0)
+		return zone_layout(l, name, why);
 	memset(l, 0, sizeof(*l));
 	*why = buf;
 	if (pg_strncasecmp(name, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) != 0 ||

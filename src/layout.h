@@ -13,6 +13,10 @@
  * bits (Instagram's, Discord's) is kept as declared, and its usable ticks
  * end where the top bit would be set.
  *
+ * ShardingSphere's epoch is local midnight in the default time zone of the
+ * JVM that makes the IDs; "shardingsphere" is a JVM in UTC, and
+ * "shardingsphere@ZONE" (LAYOUT_ZONE_PREFIX) one in another zone.
+ *
  *-------------------------------------------------------------------------
  */
 #ifndef SNOWFLAKE_LAYOUT_H
@@ -35,6 +39,12 @@ typedef struct SnowflakeLayout
 	int			worker_shift;
 	int			seq_shift;
 	int64		max_tick;		/* last tick whose IDs are still positive */
+
+	/*
+	 * A name made here (a zone layout's canonical name), to which name then
+	 * points: such a layout is built in place and never copied.
+	 */
+	char		name_buf[NAMEDATALEN];
 } SnowflakeLayout;
 
 /* The decoded fields of one ID. */
@@ -190,10 +200,13 @@ extern const SnowflakeLayout *layout_presets(int *count);
 extern bool layout_finish(SnowflakeLayout *l, char **why);
 /* the prefix of a custom layout's name that carries its parameters */
 #define LAYOUT_CUSTOM_PREFIX	"custom:"
+/* the prefix of ShardingSphere's layout for a JVM in a named time zone */
+#define LAYOUT_ZONE_PREFIX		"shardingsphere@"
 /* room for any such name */
 #define LAYOUT_NAME_LEN		96
 
 extern void layout_custom_name(const SnowflakeLayout *l, char *buf, size_t len);
+extern bool layout_named_with_parameters(const char *name);
 extern bool layout_from_name(SnowflakeLayout *l, const char *name, char **why);
 extern bool layout_build_custom(SnowflakeLayout *l, int time_bits,
 								int worker_bits, int seq_bits, int tick_ms,

@@ -39,7 +39,8 @@ const SnowflakeLayout *snowflake_layout = NULL;
 
 void		(*settings_worker_assigned) (int worker) = NULL;
 
-static int	layout_choice = 0;
+/* snowflake.layout: a preset, custom or shardingsphere@ZONE */
+static char *layout_setting = NULL;
 
 /* snowflake.layout = custom: the layout the custom_* settings describe */
 static SnowflakeLayout custom_layout;
@@ -112,16 +113,87 @@ build_custom_layout(void)
 	snowflake_layout = &custom_layout;
 }
 
-static void
-assign_layout(int newval, void *extra)
-{
-	int			n;
-	const SnowflakeLayout *p = layout_presets(&n);
+#define LAYOUT_CHOICES_HINT \
+	"Available values: %s, custom, shardingsphere@ZONE (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00)."
 
-	if (newval < n)
-		snowflake_layout = &p[newval];
+/*
+ * Accept a preset, "custom" or "shardingsphere@ZONE", and store its
+ * canonical name (so SHOW gives the preset's name as written in the list,
+ * and the state file and WAL the zone as the time zone database spells
+ * it).  A zone layout is built here, into extra, where assign_layout()
+ * finds it.
+ */
+static bool
+check_layout(char **newval, void **extra, GucSource source)
+{
+	const SnowflakeLayout *preset = layout_find(*newval);
+	const char *canonical = NULL;
+	char	   *why;
+
+	if (preset != NULL)
+		canonical = preset->name;
+	else if (pg_strcasecmp(*newval, "custom") == 0)
+		canonical = "custom";
+	else if (pg_strncasecmp(*newval, LAYOUT_ZONE_PREFIX, strlen(LAYOUT_ZONE_PREFIX)) == 0)
+	{
+		SnowflakeLayout *l = compat_guc_malloc(sizeof(SnowflakeLayout));
+
+		if (l == NULL)
+			return false;
+		if (!layout_from_name(l, *newval, &why))
+		{
+			compat_guc_free(l);
+			GUC_check_errdetail("%s", why);
+			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive.");
+			return false;
+		}
+		*extra = l;
+		canonical = l->name;
+	}
 	else
+	{
+		int			n;
+		const SnowflakeLayout *p = layout_presets(&n);
+		char		names[256] = "";
+
+		for (int i = 0; i < n; i++)
+		{
+			if (i > 0)
+				strlcat(names, ", ", sizeof(names));
+			strlcat(names, p[i].name, sizeof(names));
+		}
+		if (pg_strncasecmp(*newval, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) == 0)
+			GUC_check_errdetail("A custom layout is set with snowflake.layout = custom and the snowflake.custom_* settings.");
+		GUC_check_errhint(LAYOUT_CHOICES_HINT, names);
+		return false;
+	}
+
+	if (strcmp(*newval, canonical) != 0)
+	{
+		char	   *s = compat_guc_strdup(canonical);
+
+		if (s == NULL)
+		{
+			if (*extra != NULL)
+				compat_guc_free(*extra);
+			*extra = NULL;
+			return false;
+		}
+		compat_guc_free(*newval);
+		*newval = s;
+	}
+	return true;
+}
+
+static void
+assign_layout(const char *newval, void *extra)
+{
+	if (extra != NULL)
+		snowflake_layout = (const SnowflakeLayout *) extra;
+	else if (strcmp(newval, "custom") == 0)
 		build_custom_layout();
+	else
+		snowflake_layout = layout_find(newval);
 }
 
 static bool
@@ -148,27 +220,6 @@ assign_worker_id(int newval, void *extra)
 {
 	if (!IsUnderPostmaster && settings_worker_assigned)
 		settings_worker_assigned(newval);
-}
-
-static const struct config_enum_entry *
-layout_options(void)
-{
-	int			n;
-	const SnowflakeLayout *p = layout_presets(&n);
-	struct config_enum_entry *opts;
-
-	opts = MemoryContextAllocZero(TopMemoryContext,
-								  sizeof(struct config_enum_entry) * (n + 2));
-	for (int i = 0; i < n; i++)
-	{
-		opts[i].name = p[i].name;
-		opts[i].val = i;
-		opts[i].hidden = false;
-	}
-	opts[n].name = "custom";
-	opts[n].val = n;
-	opts[n].hidden = false;
-	return opts;
 }
 
 static void
@@ -217,15 +268,14 @@ define_start_settings(void)
 						  "Highest DecimalId generator id this node may take.",
 						  &snowflake_decimal_generator_max, 99999, 0, 99999, 0);
 
-	DefineCustomEnumVariable("snowflake.layout",
-							 "Layout of the IDs this node generates and decodes by default.",
-							 "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript.",
-							 &layout_choice,
-							 0,
-							 layout_options(),
-							 PGC_POSTMASTER,
-							 0,
-							 NULL, assign_layout, NULL);
+	DefineCustomStringVariable("snowflake.layout",
+							   "Layout of the IDs this node generates and decodes by default.",
+							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE.",
+							   &layout_setting,
+							   "shardingsphere",
+							   PGC_POSTMASTER,
+							   0,
+							   check_layout, assign_layout, NULL);
 }
 
 static void
@@ -272,7 +322,17 @@ layout_from_placeholder(void)
 {
 	const char *name = GetConfigOption("snowflake.layout", true, false);
 	const SnowflakeLayout *l = name ? layout_find(name) : NULL;
+	static SnowflakeLayout zone;
+	char	   *why;
 
+	if (l == NULL && name &&
+		pg_strncasecmp(name, LAYOUT_ZONE_PREFIX, strlen(LAYOUT_ZONE_PREFIX)) == 0)
+	{
+		if (layout_from_name(&zone, name, &why))
+			l = &zone;
+		else
+			set_problem("snowflake.layout = '%s' is unusable: %s", name, why);
+	}
 	snowflake_layout = l ? l : layout_default();
 	if (name && pg_strcasecmp(name, "custom") == 0)
 		set_problem("%s%s", "the custom layout is read only when the library is preloaded", "");

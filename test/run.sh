@@ -6,7 +6,8 @@
 # and on each other version inside a Debian chroot that has it
 # (test/chroot.sh).  Every version's suite has the benchmark's smoke run;
 # on the host's version also the JavaScript client test, README's SQL and
-# the ORMs (test/orm).  Says per version how many passed, and
+# the ORMs (test/orm) and the ShardingSphere layouts against
+# ShardingSphere's algorithm in a JVM.  Says per version how many passed, and
 # ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
@@ -92,31 +93,32 @@ if [ $host = yes ]; then
 	xfailed=$((xfailed + js_fail))
 	stop_server "$dir"
 
+	# extra LABEL NAME COMMAND...: a check on the host's version whose last
+	# line is "NAME: N passed, M failed", added to the totals
+	extra() {
+		local label=$1 name=$2 line
+		shift 2
+		say "$label"
+		"$@" 2>&1 | tee "$WORK/$name.out" || true
+		line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed\$" "$WORK/$name.out" | tail -n 1 || true)
+		if [ -n "$line" ]; then
+			xpassed=$((xpassed + $(echo "$line" | sed 's/^[^:]*: \([0-9]*\) passed.*/\1/')))
+			xfailed=$((xfailed + $(echo "$line" | sed 's/.* \([0-9]*\) failed$/\1/')))
+		else
+			xfailed=$((xfailed + 1))
+		fi
+	}
 	# Every SQL block of README.md runs as written, in order.
-	say "README.md: every SQL block"
-	bash "$SRC/test/readme.sh" 2>&1 | tee "$WORK/readme.out" || true
-	rline=$(grep -E '^readme: [0-9]+ passed, [0-9]+ failed$' "$WORK/readme.out" | tail -n 1 || true)
-	if [ -n "$rline" ]; then
-		xpassed=$((xpassed + $(echo "$rline" | sed 's/^readme: \([0-9]*\) passed.*/\1/')))
-		xfailed=$((xfailed + $(echo "$rline" | sed 's/.* \([0-9]*\) failed$/\1/')))
-	else
-		xfailed=$((xfailed + 1))
-	fi
-
+	extra "README.md: every SQL block" readme bash "$SRC/test/readme.sh"
 	# ORMs and schema tools as README's "ORMs and schema tools" has them.
-	say "ORMs: TypeORM, Sequelize, Knex, SQLAlchemy with Alembic"
-	bash "$SRC/test/orm/run.sh" 2>&1 | tee "$WORK/orm.out" || true
-	oline=$(grep -E '^orm: [0-9]+ passed, [0-9]+ failed$' "$WORK/orm.out" | tail -n 1 || true)
-	if [ -n "$oline" ]; then
-		xpassed=$((xpassed + $(echo "$oline" | sed 's/^orm: \([0-9]*\) passed.*/\1/')))
-		xfailed=$((xfailed + $(echo "$oline" | sed 's/.* \([0-9]*\) failed$/\1/')))
-	else
-		xfailed=$((xfailed + 1))
-	fi
+	extra "ORMs: TypeORM, Sequelize, Knex, SQLAlchemy with Alembic" orm bash "$SRC/test/orm/run.sh"
+	# The shardingsphere@ZONE layouts agree with ShardingSphere's algorithm
+	# run in a JVM.
+	extra "ShardingSphere's IDs in a JVM" shardingsphere bash "$SRC/test/shardingsphere/check.sh"
 
 	passed=$((passed + xpassed))
 	failed=$((failed + xfailed))
-	summary+=("JavaScript client, README's SQL and ORMs, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	summary+=("JavaScript client, README's SQL, ORMs and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
 	else

@@ -67,7 +67,10 @@ my @cut_errors = (
 	qr/SSL SYSCALL error|could not send data to server|could not receive data from server/,
 );
 
-my @layouts = qw(shardingsphere twitter discord instagram sonyflake javascript custom broken);
+# ShardingSphere's for JVMs in Shanghai and New York: epochs 8 hours before
+# and 4 hours after plain shardingsphere's
+my @zone_layouts = qw(shardingsphere@Asia/Shanghai shardingsphere@America/New_York);
+my @layouts = (qw(shardingsphere twitter discord instagram sonyflake javascript custom broken), @zone_layouts);
 
 # How far a timing may be off before the model calls a refusal unjustified:
 # the time between the model's clock reading and the node's, on a loaded
@@ -172,6 +175,13 @@ sub load_layouts
 	}
 	# custom: 40/8/14, 1 ms, 2020-01-01 (conf_lines)
 	$h->{layouts}{custom} = { shift => 22, bits => 62, tick => 1, epoch => 1577836800000 };
+	# a zone's: shardingsphere's bits, the epoch the time of ID 1 says
+	for my $z (@zone_layouts)
+	{
+		my $epoch = $node->safe_psql('postgres',
+			"SELECT (extract(epoch FROM snowflake.snowflake_timestamp(1, '$z')) * 1000)::bigint");
+		$h->{layouts}{$z} = { %{ $h->{layouts}{shardingsphere} }, epoch => $epoch };
+	}
 	return;
 }
 
@@ -634,7 +644,7 @@ sub burst
 	{
 		# a tick's capacity, in the layout in force; no block is larger
 		# (sonyflake's tick holds 256)
-		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = current_setting('snowflake.layout')), "
+		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = split_part(current_setting('snowflake.layout'), '\@', 1)), "
 		  . "1 << current_setting('snowflake.custom_seq_bits')::int))";
 		my $size = $block eq 'capacity' ? $capacity : "least($block, $capacity)";
 		my $calls = "generate_series(1, greatest($n / $size, 1))";

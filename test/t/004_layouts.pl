@@ -1,6 +1,7 @@
-# Generating under every layout preset and a custom layout, changing the
-# layout of a node that already issued IDs, and DecimalId's generator id
-# across restarts.
+# Generating under every layout preset, ShardingSphere's for a JVM's time
+# zone and a custom layout, changing the layout of a node that already
+# issued IDs (between zones too), and DecimalId's generator id across
+# restarts.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -139,6 +140,66 @@ like($err, qr/layout "shardingsphere" cannot continue above the IDs issued under
 	'twitter back to shardingsphere: refused, and said why');
 restart_with("snowflake.layout = 'twitter'\n");
 ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $next, 'back on twitter it goes on');
+
+# ShardingSphere's layout for a JVM in New York: its epoch is local
+# midnight of 2016-11-01 there, 04:00 UTC (daylight saving time until
+# November 6), so its IDs carry the time they are made in that layout and
+# a time four hours earlier in plain shardingsphere's (a JVM in UTC).  The
+# name is canonical: the zone as the time zone database spells it.
+restart_with("snowflake.layout = 'ShardingSphere\@america/new_york'\n", fresh => 1);
+my $r = $node->safe_psql('postgres', q{
+	SELECT date_trunc('milliseconds', clock_timestamp()) AS before \gset
+	SELECT snowflake_nextval() AS id \gset
+	SELECT (d).ts BETWEEN :'before' AND clock_timestamp(), (d).worker_id,
+		   d = snowflake_decode(:id, 'shardingsphere@America/New_York'),
+		   snowflake_timestamp(:id, 'shardingsphere') - (d).ts,
+		   current_setting('snowflake.layout'), (SELECT layout FROM snowflake_status)
+	FROM (SELECT snowflake_decode(:id) AS d) s});
+is($r, 't|5|t|-04:00:00|shardingsphere@America/New_York|shardingsphere@America/New_York',
+	'shardingsphere@America/New_York: IDs of the time they are made, 4 hours off UTC, under the canonical name');
+ok($node->log_contains('layout "shardingsphere@America/New_York", IDs continue above'),
+	'and the server log names it so');
+
+# a zone the server does not know: the node starts and refuses to generate,
+# and the log says why
+$log_offset = -s $node->logfile;
+restart_with("snowflake.layout = 'shardingsphere\@Mars/Olympus'\n");
+($out, $err) = try_sql("\\set VERBOSITY verbose\nSELECT snowflake_nextval()");
+like($err, qr/ERROR:  F0000: snowflake cannot generate IDs: snowflake.layout = 'shardingsphere\@Mars\/Olympus' was rejected at server start/,
+	'an unknown zone: the generator refuses (F0000)');
+ok($node->log_contains('invalid value for parameter "snowflake.layout": "shardingsphere@Mars/Olympus"', $log_offset)
+	  && $node->log_contains('Time zone "Mars/Olympus" is not in this server\'s time zone database', $log_offset),
+	'and the server log says why');
+($out, $err) = try_sql('SELECT snowflake_decode(1)');
+like($err, qr/snowflake cannot generate IDs/, 'so does decoding in the server\'s layout');
+
+# changing between zones: to a zone whose epoch is earlier (further east)
+# the node continues above its IDs; to one whose epoch is later it refuses,
+# since its IDs there would be smaller
+restart_with("snowflake.layout = 'shardingsphere'\n", fresh => 1);
+$last = $node->safe_psql('postgres', 'SELECT max(snowflake_nextval()) FROM generate_series(1, 100)');
+$log_offset = -s $node->logfile;
+restart_with("snowflake.layout = 'shardingsphere\@Asia/Shanghai'\n");
+$next = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+ok($next > $last, 'shardingsphere (UTC) to shardingsphere@Asia/Shanghai: IDs continue above');
+ok($node->log_contains('snowflake layout changed from "shardingsphere" to "shardingsphere@Asia/Shanghai"', $log_offset),
+	'and the server log says the layout changed');
+is($node->safe_psql('postgres', "SELECT snowflake_timestamp($next) - snowflake_timestamp($next, 'shardingsphere')"),
+	'-08:00:00', 'the new IDs carry their time in Shanghai\'s epoch');
+restart_with("snowflake.layout = 'shardingsphere'\n");
+($out, $err) = try_sql('SELECT snowflake_nextval()');
+like($err, qr/layout "shardingsphere" cannot continue above the IDs issued under layout "shardingsphere\@Asia\/Shanghai"/,
+	'shardingsphere@Asia/Shanghai back to shardingsphere (UTC): refused, and said why');
+restart_with("snowflake.layout = 'shardingsphere\@+08:00'\n");
+my $fixed = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
+ok($fixed > $next, 'shardingsphere@Asia/Shanghai to shardingsphere@+08:00, the same epoch: IDs continue above');
+restart_with("snowflake.layout = 'shardingsphere\@Asia/Kolkata'\n");
+($out, $err) = try_sql('SELECT snowflake_nextval()');
+like($err, qr/layout "shardingsphere\@Asia\/Kolkata" cannot continue above the IDs issued under layout "shardingsphere\@\+08:00"/,
+	'shardingsphere@+08:00 to shardingsphere@Asia/Kolkata, an epoch 2.5 hours later: refused');
+restart_with("snowflake.layout = 'shardingsphere\@Asia/Tokyo'\n");
+ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $fixed,
+	'to shardingsphere@Asia/Tokyo, an hour earlier: IDs continue above');
 
 # DecimalId: the generator id advances at every start, also after a crash
 sub generator_id

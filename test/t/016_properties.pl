@@ -1,5 +1,6 @@
-# Properties over random values, for every preset and for custom layouts
-# named with their parameters (some fixed, some drawn at random):
+# Properties over random values, for every preset, for ShardingSphere's
+# layout in JVMs of several time zones and for custom layouts named with
+# their parameters (some fixed, some drawn at random):
 # decoding inverts composing, an ID's time and snowflake_from_timestamp()
 # agree to the tick, range bounds are monotonic and select exactly the IDs
 # of their ticks; obfuscation is a permutation of [1, 2^63-1] that
@@ -61,7 +62,12 @@ my @layouts = map {
 push @layouts,
   [ 'custom:41/10/12/1ms/2016-11-01', 41, 10, 12, 1, 1477958400000, 0 ],
   [ 'custom:39/16/8/10ms/2014-09-01/seq_above_worker', 39, 16, 8, 10, 1409529600000, 1 ],
-  [ 'custom:20/4/6/86400000ms/1409529600000', 20, 4, 6, 86400000, 1409529600000, 0 ];
+  [ 'custom:20/4/6/86400000ms/1409529600000', 20, 4, 6, 86400000, 1409529600000, 0 ],
+  # the epochs of ShardingSphere's algorithm in JVMs of those zones
+  # (test/shardingsphere checks them against a JVM)
+  [ 'shardingsphere@Asia/Shanghai', 41, 10, 12, 1, 1477929600000, 0 ],
+  [ 'shardingsphere@America/New_York', 41, 10, 12, 1, 1477972800000, 0 ],
+  [ 'shardingsphere@-03:30', 41, 10, 12, 1, 1477971000000, 0 ];
 
 # custom layouts drawn at random, kept when the server accepts them
 my @ticks = (1, 2, 10, 1000, 3600000, 86400000);
