@@ -129,6 +129,8 @@ sub say_op
 {
 	my ($h, $what) = @_;
 	push @{ $h->{log} }, sprintf('%3d %s', scalar @{ $h->{log} }, $what);
+	# in the test's log as it happens, beside the servers' own
+	note("history $h->{seed}: $h->{log}[-1]");
 	return;
 }
 
@@ -891,6 +893,9 @@ sub restart
 sub stop_node
 {
 	my ($h, $node, $mode) = @_;
+	# a stopped process would keep the server from shutting down
+	wake_keeper($h);
+	kill 'CONT', node_pids($node);
 	$node->stop($mode, fail_ok => 1);
 	if ($mode eq 'immediate')
 	{
