@@ -103,3 +103,36 @@ psql_at() {
 	shift
 	as_pg "$PGBIN/psql" -X -h "$dir" -p 5432 -U postgres "$@"
 }
+
+# check_start NAME: for a check of the installed extension on this machine
+# (README's SQL, the ORMs, the JVM's IDs): stops, saying so, where it is
+# not installed; sets WORK, and dir for a throwaway server, stopped on exit.
+check_start() {
+	local name=$1
+	if [ ! -f "$PGLIB/snowflake.so" ]; then
+		echo "$name: snowflake is not installed in $PGLIB; run make && make install first" >&2
+		echo "$name: 0 passed, 1 failed"
+		exit 1
+	fi
+	WORK=$(pg_workdir "$name")
+	dir=$WORK/server
+	mkdir "$dir"
+	chmod 755 "$dir"
+	[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+	trap 'stop_server "$dir"' EXIT
+}
+
+# check_end NAME PASSED FAILED WHAT: stops the server, removes WORK when
+# every test passed (and there was one), otherwise says where WHAT is; ends
+# with the line "NAME: N passed, M failed", and fails if one did.
+check_end() {
+	local name=$1 passed=$2 failed=$3 what=$4
+	stop_server "$dir"
+	if [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]; then
+		rm -rf "$WORK"
+	else
+		echo "the files of this run ($what) are in $WORK"
+	fi
+	echo "$name: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+}

@@ -11,18 +11,7 @@
 
 README=${README:-$SRC/README.md}
 
-if [ ! -f "$PGLIB/snowflake.so" ]; then
-	echo "readme: snowflake is not installed for PostgreSQL $PG_MAJOR; run make && make install first" >&2
-	echo "readme: 0 passed, 1 failed"
-	exit 1
-fi
-
-WORK=$(pg_workdir readme)
-dir=$WORK/server
-mkdir "$dir"
-chmod 755 "$dir"
-[ "$(id -u)" = 0 ] && chown postgres: "$dir"
-trap 'stop_server "$dir"' EXIT
+check_start readme
 
 # block-NNN.sql for each ```sql block, and block-NNN.line with the line of
 # README.md it starts on
@@ -54,12 +43,5 @@ for f in "$WORK"/block-*.sql; do
 	fi
 done
 
-stop_server "$dir"
-if [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]; then
-	rm -rf "$WORK"
-else
-	[ "$passed" -gt 0 ] || { echo "no sql block found in $README"; failed=$((failed + 1)); }
-	echo "the files of this run (each block, its output, the server log) are in $WORK"
-fi
-echo "readme: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+[ "$passed" -gt 0 ] || { echo "no sql block found in $README"; failed=$((failed + 1)); }
+check_end readme "$passed" "$failed" "each block, its output, the server log"

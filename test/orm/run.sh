@@ -17,23 +17,13 @@ if [ -n "${1:-}" ]; then
 	PGBIN=$1
 	PGLIB=$("$PGBIN/pg_config" --pkglibdir)
 fi
-if [ ! -f "$PGLIB/snowflake.so" ]; then
-	echo "orm: snowflake is not installed in $PGLIB; run make && make install first" >&2
-	echo "orm: 0 passed, 1 failed"
-	exit 1
-fi
 # Debian's python3, which sees Debian's packages (a python3 earlier on
 # PATH may not)
 PYTHON=/usr/bin/python3
 NEED_NODE=1 install_deps python3-sqlalchemy python3-psycopg2 python3-alembic
 
 t0=$(date +%s)
-WORK=$(pg_workdir orm)
-dir=$WORK/server
-mkdir "$dir"
-chmod 755 "$dir"
-[ "$(id -u)" = 0 ] && chown postgres: "$dir"
-trap 'stop_server "$dir"' EXIT
+check_start orm
 
 passed=0
 failed=0
@@ -84,12 +74,5 @@ run sequelize node --test --test-reporter=tap sequelize.test.mjs
 run knex node --test --test-reporter=tap knex.test.mjs
 run sqlalchemy "$PYTHON" sqlalchemy_test.py
 
-stop_server "$dir"
 echo "orm: ran in $(($(date +%s) - t0)) s"
-if [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]; then
-	rm -rf "$WORK"
-else
-	echo "the files of this run (each tool's output, the server log) are in $WORK"
-fi
-echo "orm: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+check_end orm "$passed" "$failed" "each tool's output, the server log"

@@ -24,35 +24,17 @@ ok() { passed=$((passed + 1)); echo "ok - $*"; }
 not_ok() { failed=$((failed + 1)); echo "not ok - $*"; }
 
 finish() {
-	stop_server "$dir"
-	if [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]; then
-		rm -rf "$WORK"
-	else
-		echo "the files of this run (the server log among them) are in $WORK"
-	fi
-	echo "shardingsphere: $passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
+	check_end shardingsphere "$passed" "$failed" "the server log among them"
 	exit
 }
 
-if [ ! -f "$PGLIB/snowflake.so" ]; then
-	echo "shardingsphere: snowflake is not installed for PostgreSQL $PG_MAJOR; run make && make install first" >&2
-	echo "shardingsphere: 0 passed, 1 failed"
-	exit 1
-fi
+check_start shardingsphere
 if ! command -v javac >/dev/null; then
 	say "installing default-jdk-headless"
 	as_root apt-get update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends default-jdk-headless >/dev/null
 fi
-
-WORK=$(pg_workdir shardingsphere)
-dir=$WORK/server
-mkdir "$dir"
-chmod 755 "$dir"
-[ "$(id -u)" = 0 ] && chown postgres: "$dir"
-trap 'stop_server "$dir"' EXIT
 
 if ! javac -d "$WORK" "$HERE/ShardingSphereIds.java" 2>"$WORK/javac.log"; then
 	cat "$WORK/javac.log"
