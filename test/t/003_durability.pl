@@ -146,7 +146,7 @@ is(refusal($standby) =~ /during recovery/ ? 1 : 0, 1, 'a hot standby refuses to 
 
 # IDs a second after the last ones need a reservation of their own, logged
 # after the backup began: the restores below replay it
-my $hwm = $node->safe_psql('postgres', 'SELECT high_water_mark FROM snowflake_status');
+$hwm = $node->safe_psql('postgres', 'SELECT high_water_mark FROM snowflake_status');
 select(undef, undef, undef, 1.2);
 insert_rows($node, 3000);
 $node->poll_query_until('postgres', "SELECT high_water_mark > $hwm FROM snowflake_status")
