@@ -19,10 +19,10 @@
  * that it is, once promoted, what its primary was.
  *
  * This file knows nothing of the floor or of identities: mark.c and
- * identity.c call it, and module initialization gives it the replay hooks.  It takes no lock and no
- * capacity that users' replication counts on: the record needs neither a
- * replication origin nor a slot, and the old origin is read and dropped
- * only under locks taken conditionally.
+ * identity.c call it, and module initialization gives it the replay hooks.
+ * It takes no lock and no capacity that users' replication counts on: the
+ * records need neither a replication origin nor a slot, and the old origin
+ * is read and dropped only under locks taken conditionally.
  *
  *-------------------------------------------------------------------------
  */
