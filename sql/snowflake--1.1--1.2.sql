@@ -329,12 +329,17 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION snowflake.snowflake_workers_arrived() IS
-'trigger: a claim restored from another system''s dump holds this node back if it names its worker id';
+'trigger: another system''s claim that arrives (a restored dump, replication) holds this node back whenever it names its worker id';
 
 REVOKE ALL ON FUNCTION snowflake.snowflake_workers_arrived() FROM PUBLIC;
 
 CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake.snowflake_workers
 FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_workers_arrived();
+
+-- also where triggers are off for replication (session_replication_role =
+-- replica: a restore run so, logical replication's apply): a claim that
+-- arrives by any of them is kept
+ALTER TABLE snowflake.snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_arrived;
 
 --
 -- Only superusers change the claims, whatever privileges a role holds on

@@ -237,9 +237,32 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 {
 	const char *waited = timed_out ?
 		" A wait for the clock ran out: the clock did not advance as expected." : "";
+	int64		lead_ms = (last_tick - now) * l->tick_ms;
+
+	/* nothing issued in this layout yet: the state is the old layout's */
+	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
+		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from;
+
+	/* no setting lets the node run that far ahead of the clock */
+	bool		beyond_cap = lead_ms > RUN_AHEAD_CAP_MS;
 
 	count(&my_slot()->c.refused);
 
+	/*
+	 * The layout's message when the lead comes from the layout change (the
+	 * last ID, read in this layout, is beyond every clock reading), even if
+	 * the clock went back too; otherwise the clock's.
+	 */
+	if (old_layout && (last_tick > seen || seen <= now))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
+						l->name, snowflake_shared->prev_layout),
+				 errdetail("The last ID, read in the \"%s\" layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
+						   l->name, unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
+						   unix_ms_to_str(now_ms)),
+				 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
+						 snowflake_shared->prev_layout)));
 	if (seen > now)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -250,21 +273,11 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 						   unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
 						   unix_ms_to_str(now_ms),
 						   unix_ms_to_str(until_ms), waited),
+				 beyond_cap ?
+				 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail.") :
 				 errhint("snowflake.max_clock_backward_ms (%d ms) limits waiting for the clock and snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
 						 snowflake_max_clock_backward_ms,
 						 snowflake_max_run_ahead_ms)));
-	/* the layout's message, while nothing was issued in the new layout */
-	if (snowflake_shared->prev_layout[0] != '\0' &&
-		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
-						l->name, snowflake_shared->prev_layout),
-				 errdetail("The last ID, read in the \"%s\" layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
-						   l->name, unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
-						   unix_ms_to_str(now_ms)),
-				 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
-						 snowflake_shared->prev_layout)));
 	/* the lead is only the next tick: a long tick, not a clock problem */
 	if (last_tick <= now)
 		ereport(ERROR,
@@ -281,12 +294,14 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock",
-					(last_tick - now) * l->tick_ms),
+					lead_ms),
 			 errdetail("The last snowflake ID carries the time %s and the clock reads %s; "
 					   "IDs can be issued again when the clock reaches %s.%s",
 					   unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
 					   unix_ms_to_str(now_ms),
 					   unix_ms_to_str(until_ms), waited),
+			 beyond_cap ?
+			 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or, if that ID was issued under another layout, go back to it.") :
 			 errhint("snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of the clock; raise it to keep generating.",
 					 snowflake_max_run_ahead_ms)));
 }

@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "access/parallel.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_control.h"
@@ -69,6 +70,7 @@
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "identity.h"
@@ -88,7 +90,7 @@ typedef enum IdentityStatus
 	IDENTITY_INHERITED			/* another system claimed its worker id */
 } IdentityStatus;
 
-/* why a copy was recognized */
+/* why the node is held back: a copy recognized, or a new one's history */
 typedef enum CopyReason
 {
 	COPY_NONE = 0,
@@ -96,7 +98,9 @@ typedef enum CopyReason
 	COPY_RECOVERY_SIGNAL,
 	COPY_OTHER_DIRECTORY,
 	COPY_OTHER_SYSTEM,
-	COPY_FILE_DAMAGED
+	COPY_FILE_DAMAGED,
+	COPY_FILE_UNREADABLE,		/* the file cannot be read: held, not written */
+	NEW_AS_STANDBY				/* IDENTITY_NEW, started as a standby */
 } CopyReason;
 
 /*
@@ -129,9 +133,14 @@ typedef struct IdentityShared
 	pg_atomic_uint32 held;		/* 1 while the node is held back */
 	bool		usable;			/* the settings can be trusted */
 	bool		follows_primary;	/* started as a standby */
+	bool		keep_file;		/* it could not be read: never replace it */
 } IdentityShared;
 
 static IdentityShared *ident = NULL;
+
+static void change_file(bool (*change) (PersistedIdentity *r, const void *arg),
+						const void *arg);
+static bool change_replayed(PersistedIdentity *r, const void *arg);
 
 PG_FUNCTION_INFO_V1(snowflake_identity_confirm);
 PG_FUNCTION_INFO_V1(snowflake_identity_installed);
@@ -221,8 +230,9 @@ drop_claim(PersistedIdentity *r, int worker)
 static void
 record_changed(bool log, int elevel)
 {
-	(void) persist_write_file(IDENTITY_FILE, &ident->rec, sizeof(ident->rec),
-							  &ident->writes, elevel);
+	if (!ident->keep_file)
+		(void) persist_write_file(IDENTITY_FILE, &ident->rec, sizeof(ident->rec),
+								  &ident->writes, elevel);
 	if (log)
 		wal_log_identity(&ident->rec, sizeof(ident->rec));
 }
@@ -242,21 +252,25 @@ settle(bool log, int elevel)
 	int			worker = (int) (int32) pg_atomic_read_u32(&ident->configured);
 	bool		changed = false;
 
-	if (r->status == IDENTITY_COPY && worker != WORKER_ID_UNSET && worker != r->worker)
+	if (r->status == IDENTITY_COPY && r->reason != COPY_FILE_UNREADABLE &&
+		worker != WORKER_ID_UNSET && worker != r->worker)
 	{
 		ereport(LOG,
 				(errmsg("snowflake: worker id %d replaces %d, which this server was held back under as a copy; it generates again",
 						worker, r->worker)));
 		r->status = IDENTITY_OK;
 		r->reason = COPY_NONE;
+		changed = true;
 	}
-	else if (r->status == IDENTITY_INHERITED && !claimed(r, worker))
+	else if (r->status == IDENTITY_INHERITED && worker != WORKER_ID_UNSET &&
+			 !claimed(r, worker))
 	{
 		ereport(LOG,
 				(errmsg("snowflake: worker id %d replaces %d, which another system claimed; it generates again",
 						worker, r->worker)));
 		r->status = IDENTITY_OK;
 		r->other_system = 0;
+		changed = true;
 	}
 	if (r->status == IDENTITY_OK && claimed(r, worker))
 	{
@@ -269,11 +283,25 @@ settle(bool log, int elevel)
 			r->other_system = 0;
 		changed = true;
 	}
-	if (r->worker != worker || changed)
+
+	/*
+	 * The worker id in force is recorded, so that a later copy is compared
+	 * with it; a node held back keeps the one it is held back under, whatever
+	 * worker id it runs with meanwhile (unset, say).
+	 */
+	if (r->worker != worker && !changed &&
+		(r->status == IDENTITY_COPY ||
+		 (r->status == IDENTITY_INHERITED && worker == WORKER_ID_UNSET)))
+		;						/* held back under the one recorded */
+	else if (r->worker != worker)
 	{
+		if (r->status == IDENTITY_INHERITED)
+			r->other_system = 0;	/* another claimed worker id */
 		r->worker = worker;
-		record_changed(log, elevel);
+		changed = true;
 	}
+	if (changed)
+		record_changed(log, elevel);
 	/* pairs with identity_configured(): see there */
 	pg_atomic_write_u32(&ident->held, r->status == IDENTITY_OK ? 0 : 1);
 	pg_memory_barrier();
@@ -293,6 +321,21 @@ static bool
 usable(void)
 {
 	return ident != NULL && ident->usable;
+}
+
+/*
+ * Under pg_upgrade (binary-upgrade mode): is this data directory the new
+ * cluster?  One that never ran the library (no file at all), or ran it
+ * without ever creating the extension (a file saying so, and a state file
+ * that holds no ID), is; the old cluster has its node's files.
+ */
+static bool
+upgrade_target(MarkResult res, const PersistedIdentity *f, bool state_present)
+{
+	if (res == MARK_ABSENT)
+		return !state_present;
+	return res == MARK_OK &&
+		(f->status == IDENTITY_NEW || f->status == IDENTITY_UPGRADED);
 }
 
 /*
@@ -351,10 +394,11 @@ identity_shmem_init(void)
 	{
 		/*
 		 * pg_upgrade starts the old cluster with -b too (its --check as
-		 * well): only the new one, which has no state file, is made by it,
-		 * and the old one's files stay as they are.
+		 * well), and its files stay as they are: only a new cluster, which
+		 * never ran the library or ran it without the extension (started
+		 * once to check its settings, say), is made by pg_upgrade.
 		 */
-		if (state_present)
+		if (!upgrade_target(res, &f, state_present))
 		{
 			ident->usable = false;
 			return;
@@ -365,12 +409,26 @@ identity_shmem_init(void)
 	{
 		/* a node of a version before this file keeps its state file */
 		if (!state_present)
+		{
 			r->status = IDENTITY_NEW;
+			/* its primary's records, if it preloads the library, tell it */
+			if (standby)
+				r->reason = NEW_AS_STANDBY;
+		}
 		else if (signal != COPY_NONE && r->worker != WORKER_ID_UNSET)
 		{
 			r->status = IDENTITY_COPY;
 			r->reason = signal;
 		}
+	}
+	else if (res == MARK_UNREADABLE)
+	{
+		/* nothing is known of it: held back, and it is left as it is */
+		r->status = IDENTITY_COPY;
+		r->reason = COPY_FILE_UNREADABLE;
+		ident->keep_file = true;
+		ereport(WARNING,
+				(errmsg("snowflake identity file \"%s\" %s", IDENTITY_FILE, problem)));
 	}
 	else if (res == MARK_BROKEN)
 	{
@@ -398,7 +456,8 @@ identity_shmem_init(void)
 		}
 	}
 
-	(void) persist_write_file(IDENTITY_FILE, r, sizeof(*r), &ident->writes, WARNING);
+	if (!ident->keep_file)
+		(void) persist_write_file(IDENTITY_FILE, r, sizeof(*r), &ident->writes, WARNING);
 	if (r->status != IDENTITY_OK)
 		ereport(WARNING,
 				(errmsg("snowflake generates no IDs on this server until it is told which node it is"),
@@ -416,12 +475,13 @@ identity_shmem_init(void)
  * The worker id the configuration gives, as the postmaster reads it at a
  * reload: published at once for the whole node, as the node's worker id
  * must change even while the keeper is stuck (a clash found), unless the
- * node is held back or another system claimed it.  The record is left to
- * those that may change it (settle(), under the lock).  Against a
- * concurrent settle() that holds the node back: each side writes its word,
- * then a barrier, then reads the other's, so at least one of them sees the
- * other's write and the worker id ends unpublished.  A release meanwhile
- * may leave it unpublished too, and the next call settles it.
+ * node is held back or another system claimed it (checked first, so that
+ * such a worker id is never published).  The record is left to those that
+ * may change it (settle(), under the lock).  Against a concurrent settle()
+ * that holds the node back: each side writes its word, then a barrier,
+ * then reads the other's, so at least one of them sees the other's write
+ * and the worker id ends unpublished.  A release meanwhile may leave it
+ * unpublished too, and the next call settles it.
  */
 void
 identity_configured(int worker)
@@ -431,9 +491,15 @@ identity_configured(int worker)
 	pg_atomic_write_u32(&ident->configured, (uint32) worker);
 	if (!ident->usable)
 		return;
+	/* a worker id another system claimed is never published, not even briefly */
+	if (pg_atomic_read_u32(&ident->held) != 0 || claimed(&ident->rec, worker))
+	{
+		mark_publish_worker(WORKER_ID_UNSET);
+		return;
+	}
 	mark_publish_worker(worker);
 	pg_memory_barrier();
-	if (pg_atomic_read_u32(&ident->held) != 0 || claimed(&ident->rec, worker))
+	if (pg_atomic_read_u32(&ident->held) != 0)
 		mark_publish_worker(WORKER_ID_UNSET);
 }
 
@@ -488,12 +554,18 @@ identity_replay(const void *data, Size len)
 	PersistedIdentity p;
 	PersistedIdentity *r;
 
-	if (!usable() || !ident->follows_primary)
+	if (ident == NULL || !ident->follows_primary)
 		return;
 	memset(&p, 0, sizeof(p));
 	memcpy(&p, data, Min(len, sizeof(p)));
 	if (p.status > IDENTITY_INHERITED)
 		return;
+	if (!ident->usable)
+	{
+		/* kept in the file for the start whose settings it can trust */
+		change_file(change_replayed, &p);
+		return;
+	}
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
 	r = &ident->rec;
 	p.system_identifier = r->system_identifier;
@@ -526,12 +598,19 @@ identity_require_ok(void)
 		case IDENTITY_OK:
 			return;
 		case IDENTITY_NEW:
+			if (r.reason == NEW_AS_STANDBY)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("snowflake does not know which IDs were issued before this data directory"),
+						 errdetail("It started as a standby with neither \"%s\" nor \"%s\", and its primary never logged which node it is (it did not run with the library preloaded while this server replayed its WAL)."
+								   ,SNOWFLAKE_MARK_FILE, IDENTITY_FILE),
+						 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It started with neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: the extension came with a catalog from another server (pg_upgrade without the library preloaded, or a copy without those files), whose IDs this server could repeat.",
+					 errdetail("It started with neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: the extension came with a catalog from another server (a copy that left those files behind), whose IDs this server could repeat.",
 							   SNOWFLAKE_MARK_FILE, IDENTITY_FILE),
-					 errhint("As a superuser, run SELECT snowflake_confirm_node(above => N) with N the highest ID the old server issued (its snowflake_status.high_water_mark), or above => 0 if no server issued IDs under this worker id.")));
+					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => N) with N the highest ID the old server issued (its snowflake_status.high_water_mark), or above => 0 if no server issued IDs under this worker id.")));
 			break;
 		case IDENTITY_UPGRADED:
 			ereport(ERROR,
@@ -539,7 +618,7 @@ identity_require_ok(void)
 					 errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade"),
 					 errdetail("pg_upgrade does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
 							   SNOWFLAKE_MARK_FILE),
-					 errhint("As a superuser, run SELECT snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory, or above => its snowflake_status.high_water_mark.")));
+					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory, or above => its snowflake_status.high_water_mark (after ALTER EXTENSION snowflake UPDATE where the extension is older than 1.2).")));
 			break;
 		case IDENTITY_INHERITED:
 			ereport(ERROR,
@@ -549,9 +628,15 @@ identity_require_ok(void)
 					 errdetail("A claim by system " UINT64_FORMAT " arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
 							   r.other_system) :
 					 errdetail("Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run as a superuser SELECT snowflake_confirm_node(above => N) with N the highest ID that system issued.")));
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run as a superuser SELECT snowflake.snowflake_confirm_node(above => N) with N the highest ID that system issued.")));
 			break;
 		case IDENTITY_COPY:
+			if (r.reason == COPY_FILE_UNREADABLE)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("snowflake identity file \"%s\" cannot be read", IDENTITY_FILE),
+						 errdetail("It could not be opened or read at server start (its mode or owner), so the node cannot tell whether this data directory is a copy of another node."),
+						 errhint("Make it readable by the server's account and restart the server; the file is left as it is meanwhile.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake data directory is a copy of the node with worker id %d", r.worker),
@@ -563,9 +648,9 @@ identity_require_ok(void)
 							   r.reason == COPY_OTHER_SYSTEM ?
 							   "Its identity file names another system." :
 							   r.reason == COPY_FILE_DAMAGED ?
-							   "Its identity file \"" IDENTITY_FILE "\" cannot be read." :
+							   "Its identity file \"" IDENTITY_FILE "\" is damaged." :
 							   "It is not the directory that last ran under this worker id (copied, or moved to another file system)."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake_confirm_node() as a superuser.")));
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node() as a superuser.")));
 			break;
 	}
 }
@@ -592,6 +677,7 @@ old_mark(const char *dir)
 					 errhint("Name the data directory of the old cluster, or give above => its highest ID.")));
 			break;
 		case MARK_BROKEN:
+		case MARK_UNREADABLE:
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("snowflake state file \"%s\" cannot be used: %s", path, problem),
@@ -684,11 +770,11 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
  * The record as the file holds it, where shared memory has none (the
  * library is not preloaded, or its settings are unusable): changed by
  * change(), and written back if it returns true.  A node that never ran
- * the library starts as a fresh, released node.
+ * the library starts as a fresh node, not yet installed.  A file that
+ * cannot be read is left as it is (held back at the next start).
  */
 static void
-change_file(bool (*change) (PersistedIdentity *r, int worker, uint64 system),
-			int worker, uint64 system)
+change_file(bool (*change) (PersistedIdentity *r, const void *arg), const void *arg)
 {
 	PersistedIdentity r;
 	uint64		writes = 0;
@@ -697,7 +783,8 @@ change_file(bool (*change) (PersistedIdentity *r, int worker, uint64 system),
 	switch (persist_read_file(IDENTITY_FILE, &r, sizeof(r), &writes, &problem))
 	{
 		case MARK_BROKEN:
-			return;				/* held back as a copy at the next start */
+		case MARK_UNREADABLE:
+			return;				/* held back at the next start */
 		case MARK_ABSENT:
 			if (exists(SNOWFLAKE_MARK_FILE))
 				return;			/* a node of an earlier version */
@@ -710,28 +797,137 @@ change_file(bool (*change) (PersistedIdentity *r, int worker, uint64 system),
 		case MARK_OK:
 			break;
 	}
-	if (change(&r, worker, system))
+	if (change(&r, arg))
 		(void) persist_write_file(IDENTITY_FILE, &r, sizeof(r), &writes, WARNING);
 }
 
 static bool
-change_installed(PersistedIdentity *r, int worker, uint64 system)
+change_installed(PersistedIdentity *r, const void *arg)
 {
 	if (r->status != IDENTITY_NEW)
 		return false;
 	r->status = IDENTITY_OK;
+	r->reason = COPY_NONE;
 	return true;
 }
 
 static bool
-change_claim_seen(PersistedIdentity *r, int worker, uint64 system)
+change_upgraded(PersistedIdentity *r, const void *arg)
 {
-	if (system == r->system_identifier || claimed(r, worker))
+	if (r->status != IDENTITY_NEW)
 		return false;
-	add_claim(r, worker);
-	if (worker == r->worker)
-		r->other_system = system;
+	r->status = IDENTITY_UPGRADED;
+	r->reason = COPY_NONE;
 	return true;
+}
+
+/* A standby without shared memory to hold it: its primary's record. */
+static bool
+change_replayed(PersistedIdentity *r, const void *arg)
+{
+	PersistedIdentity p = *(const PersistedIdentity *) arg;
+
+	p.system_identifier = r->system_identifier;
+	p.directory_inode = r->directory_inode;
+	if (memcmp(&p, r, sizeof(p)) == 0)
+		return false;
+	*r = p;
+	return true;
+}
+
+/*
+ * Claims of other systems that arrived in this transaction, kept when it
+ * commits: a claim rolled back (a restore that failed) holds nothing back.
+ */
+typedef struct PendingClaim
+{
+	int32		worker;
+	int			level;			/* the transaction nesting level it came in */
+	uint64		system;
+} PendingClaim;
+
+static PendingClaim *pending = NULL;
+static int	npending = 0;
+static int	maxpending = 0;
+
+static bool
+change_claims(PersistedIdentity *r, const void *arg)
+{
+	bool		changed = false;
+
+	for (int i = 0; i < npending; i++)
+	{
+		if (pending[i].system == r->system_identifier ||
+			claimed(r, pending[i].worker))
+			continue;
+		add_claim(r, pending[i].worker);
+		if (pending[i].worker == r->worker)
+			r->other_system = pending[i].system;
+		changed = true;
+	}
+	return changed;
+}
+
+static void
+keep_claims(void)
+{
+	if (npending == 0)
+		return;
+	if (!usable())
+		change_file(change_claims, NULL);
+	else
+	{
+		LWLockAcquire(ident->lock, LW_EXCLUSIVE);
+		if (change_claims(&ident->rec, NULL))
+		{
+			record_changed(true, ERROR);
+			settle(true, ERROR);
+		}
+		LWLockRelease(ident->lock);
+	}
+	npending = 0;
+}
+
+static void
+claims_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			/* still in the transaction: a failure here aborts it */
+			keep_claims();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			npending = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	int			n = 0;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
+		return;
+	for (int i = 0; i < npending; i++)
+	{
+		if (pending[i].level < level)
+			pending[n++] = pending[i];
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
+			/* the parent has it now */
+			pending[i].level = level - 1;
+			pending[n++] = pending[i];
+		}
+	}
+	npending = n;
 }
 
 /*
@@ -745,13 +941,14 @@ snowflake_identity_installed(PG_FUNCTION_ARGS)
 {
 	if (!usable())
 	{
-		change_file(change_installed, WORKER_ID_UNSET, 0);
+		change_file(change_installed, NULL);
 		PG_RETURN_VOID();
 	}
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
 	if (ident->rec.status == IDENTITY_NEW)
 	{
 		ident->rec.status = IDENTITY_OK;
+		ident->rec.reason = COPY_NONE;
 		record_changed(true, ERROR);
 		settle(true, ERROR);
 	}
@@ -760,30 +957,50 @@ snowflake_identity_installed(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The library loaded, without preloading, in pg_upgrade's new cluster (its
+ * schema is restored there, which loads the library to check each C
+ * function): a data directory made by pg_upgrade, whatever is preloaded
+ * when it first runs.  The old cluster, whose files stay as they are, has
+ * them, and is left alone.
+ */
+void
+identity_upgrade_noticed(void)
+{
+	change_file(change_upgraded, NULL);
+}
+
+/*
  * Called by the trigger on snowflake_workers for each claim that arrives
- * by INSERT or COPY (a restored dump): another system's claim of a worker
- * id is kept, and holds the node back whenever that is its worker id, now
- * or after a reload.  Claims that logical replication applies do not fire
- * the trigger: an aggregator holds every node's.
+ * by INSERT or COPY (a restored dump; logical replication too, which an
+ * aggregator or a mesh member receives every node's claims by): another
+ * system's claim of a worker id is kept once its transaction commits, and
+ * holds the node back whenever that is its worker id, now or after a
+ * reload.
  */
 Datum
 snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 {
 	int32		worker = PG_GETARG_INT32(0);
 	uint64		system = (uint64) PG_GETARG_INT64(1);
+	static bool registered = false;
 
-	if (!usable())
+	if (!registered)
 	{
-		change_file(change_claim_seen, worker, system);
-		PG_RETURN_VOID();
+		RegisterXactCallback(claims_xact_callback, NULL);
+		RegisterSubXactCallback(claims_subxact_callback, NULL);
+		registered = true;
 	}
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	if (change_claim_seen(&ident->rec, worker, system))
+	if (npending == maxpending)
 	{
-		record_changed(true, ERROR);
-		settle(true, ERROR);
+		maxpending = Max(16, maxpending * 2);
+		pending = pending == NULL ?
+			MemoryContextAlloc(TopMemoryContext, maxpending * sizeof(PendingClaim)) :
+			repalloc(pending, maxpending * sizeof(PendingClaim));
 	}
-	LWLockRelease(ident->lock);
+	pending[npending].worker = worker;
+	pending[npending].system = system;
+	pending[npending].level = GetCurrentTransactionNestLevel();
+	npending++;
 	PG_RETURN_VOID();
 }
 
@@ -829,7 +1046,7 @@ snowflake_workers_guard(PG_FUNCTION_ARGS)
 				 errmsg("permission denied to %s table %s",
 						action, RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("Only superusers may change the claims of worker ids."),
-				 errhint("A superuser claims this node's worker id with snowflake_claim_worker().")));
+				 errhint("A superuser claims this node's worker id with snowflake.snowflake_claim_worker().")));
 	}
 
 	if (!TRIGGER_FIRED_FOR_ROW(event))

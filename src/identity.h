@@ -17,5 +17,6 @@ extern void identity_start(void);
 extern void identity_keep(bool first);
 extern void identity_replay(const void *data, Size len);
 extern void identity_require_ok(void);
+extern void identity_upgrade_noticed(void);
 
 #endif							/* SNOWFLAKE_IDENTITY_H */

@@ -25,7 +25,8 @@
  * reservations, read once, when recovery ends.
  *
  * Nothing computed under layout or settings that cannot be trusted is
- * written: such a node neither loads nor writes the file.
+ * written: such a node neither loads the file nor writes what it computes,
+ * and keeps only the reservations it replays, as the records give them.
  *
  * This file uses layouts, settings, persist.c and wal.c; generator.c, the
  * keeper and the SQL functions use it, never the other way round.
@@ -104,17 +105,24 @@ set_broken(const char *problem)
 			sizeof(snowflake_shared->state_problem));
 }
 
-/* Make mark_id durable in the state file.  Called with the lock held. */
+/*
+ * Make mark_id durable in the state file.  Called with the lock held.  The
+ * mark is recorded as the layout's in force, or as the old layout's while
+ * the state is still that layout's (nothing issued in this one since the
+ * change), so that a restart still knows it.
+ */
 static bool
 write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 {
 	PersistedMark m;
+	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
+		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from;
 
 	Assert(snowflake_shared->usable);
 	memset(&m, 0, sizeof(m));
 	m.mark_id = mark_id;
 	m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
-	strlcpy(m.layout, l->name, sizeof(m.layout));
+	strlcpy(m.layout, old_layout ? snowflake_shared->prev_layout : l->name, sizeof(m.layout));
 	if (!snowflake_shared->floor_done)
 		m.flags |= MARK_FLOOR_PENDING;
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
@@ -142,6 +150,7 @@ load_mark(const SnowflakeLayout *l)
 			file_absent = true;
 			return;
 		case MARK_BROKEN:
+		case MARK_UNREADABLE:
 			set_broken(problem);
 			return;
 		case MARK_OK:
@@ -313,6 +322,56 @@ apply_floor(const SnowflakeLayout *l, int64 floor_id)
 }
 
 /*
+ * A reservation replayed where the settings cannot be trusted (a standby
+ * started with a setting it rejected): nothing is computed in the layout
+ * in force, but the mark itself, an ID and the layout it belongs to as the
+ * record says, is kept in the state file, so that the start that can use
+ * the file (the setting fixed) continues above it.  A file that cannot be
+ * read is left as it is; it is refused as damaged at that start.
+ */
+static void
+keep_replayed_raw(int64 mark, const char *layout, bool *warned)
+{
+	PersistedMark m;
+	uint64		writes = 0;
+	const char *problem = NULL;
+
+	switch (persist_read_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m), &writes, &problem))
+	{
+		case MARK_ABSENT:
+			memset(&m, 0, sizeof(m));
+			m.flags = MARK_FLOOR_PENDING;
+			break;
+		case MARK_OK:
+			if (mark <= m.mark_id)
+				return;
+			break;
+		case MARK_BROKEN:
+		case MARK_UNREADABLE:
+			if (!*warned)
+				ereport(WARNING,
+						(errmsg("snowflake cannot keep the reservations it replays: state file \"%s\" %s",
+								SNOWFLAKE_MARK_FILE, problem)));
+			*warned = true;
+			return;
+	}
+	m.mark_id = mark;
+	strlcpy(m.layout, layout, sizeof(m.layout));
+	m.undo_floor = 0;
+	if (!persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m), &writes, LOG))
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
+						mark, SNOWFLAKE_MARK_FILE)));
+	if (!*warned)
+		ereport(LOG,
+				(errmsg("snowflake keeps the reservations it replays in \"%s\" while it cannot generate: %s",
+						SNOWFLAKE_MARK_FILE,
+						settings_problem() ? settings_problem() : "its settings are unusable")));
+	*warned = true;
+}
+
+/*
  * Replay of a reservation, in the startup process: no ID above the mark
  * was issued, and IDs up to it may have been.  The state rises to it and
  * the state file holds it before replay goes on, so that no restartpoint
@@ -325,23 +384,21 @@ mark_replay(int64 mark, const char *layout)
 	const SnowflakeLayout *l = snowflake_layout;
 	static bool warned = false;
 
-	if (snowflake_shared == NULL)
+	if (snowflake_shared == NULL || IsBinaryUpgrade)
 		return;
 	if (!snowflake_shared->usable)
 	{
-		if (!warned && !IsBinaryUpgrade)
-			ereport(WARNING,
-					(errmsg("snowflake cannot keep the reservations it replays: %s",
-							settings_problem() ? settings_problem() : "its settings are unusable"),
-					 errdetail("Once promoted, this server's IDs are bounded only by its state file and its clock.")));
-		warned = true;
+		keep_replayed_raw(mark, layout, &warned);
 		return;
 	}
 	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
 	if (mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
 	{
-		if (strcmp(layout, l->name) != 0 && snowflake_shared->prev_layout[0] == '\0')
+		/* the state is now that record's: of its layout, or of ours */
+		if (strcmp(layout, l->name) != 0)
 			strlcpy(snowflake_shared->prev_layout, layout, NAMEDATALEN);
+		else
+			snowflake_shared->prev_layout[0] = '\0';
 		if (apply_floor(l, mark) && !snowflake_shared->state_broken)
 		{
 			snowflake_shared->undo_floor = 0;
@@ -371,7 +428,7 @@ refuse_broken(void)
 			 errmsg("snowflake state file \"%s\" cannot be used: %s",
 					SNOWFLAKE_MARK_FILE, snowflake_shared->state_problem),
 			 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
-			 errhint("As a superuser, run SELECT snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it and above every reservation replayed from WAL since the server started.")));
+			 errhint("As a superuser, run SELECT snowflake.snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it and above every reservation replayed from WAL since the server started.")));
 }
 
 /*

@@ -101,8 +101,10 @@ slot_ok(const char *slot, size_t len, uint64 *writes, size_t *got)
 
 /*
  * Read a state file into payload (len bytes).  Returns MARK_ABSENT when
- * there is no file, MARK_BROKEN (with *problem set) when no record in it
- * can be trusted, MARK_OK otherwise, with *writes the record's counter (0
+ * there is no file, MARK_UNREADABLE (with *problem set) when it cannot be
+ * opened or read (its mode or owner, say: nothing is known of its
+ * contents), MARK_BROKEN (with *problem set) when no record in it can be
+ * trusted, MARK_OK otherwise, with *writes the record's counter (0
  * for a version-1 file, which the next write replaces).  Never raises an
  * error: the postmaster calls it.
  */
@@ -125,15 +127,16 @@ persist_read_file(const char *path, void *payload, size_t len,
 	{
 		if (errno == ENOENT)
 			return MARK_ABSENT;
-		*problem = "it cannot be opened";
-		return MARK_BROKEN;
+		*problem = errno == EACCES ? "it cannot be opened: permission denied" :
+			"it cannot be opened";
+		return MARK_UNREADABLE;
 	}
 	n = read(fd, buf, sizeof(buf));
 	CloseTransientFile(fd);
 	if (n < 0)
 	{
 		*problem = "it cannot be read";
-		return MARK_BROKEN;
+		return MARK_UNREADABLE;
 	}
 
 	/* a version-1 record may be shorter: later fields read as 0 */

@@ -39,7 +39,8 @@ typedef enum MarkResult
 {
 	MARK_ABSENT,
 	MARK_OK,
-	MARK_BROKEN
+	MARK_BROKEN,				/* its contents cannot be trusted */
+	MARK_UNREADABLE				/* it exists, but cannot be opened or read */
 } MarkResult;
 
 #define SNOWFLAKE_MARK_FILE		"snowflake.state"

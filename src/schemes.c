@@ -126,6 +126,7 @@ schemes_shmem_init(void)
 			last = f.generator_id;
 			break;
 		case MARK_BROKEN:
+		case MARK_UNREADABLE:
 			decimal_unusable("the file \"" SNOWFLAKE_DECIMAL_FILE "\" cannot be used");
 			ereport(WARNING,
 					(errmsg("DecimalId state file \"%s\" cannot be used: %s",

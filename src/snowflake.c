@@ -61,7 +61,12 @@ _PG_init(void)
 	/* without preloading, only the decoding functions work */
 	settings_define(process_shared_preload_libraries_in_progress);
 	if (!process_shared_preload_libraries_in_progress)
+	{
+		/* loaded by pg_upgrade's restore: its new cluster is an upgrade */
+		if (IsBinaryUpgrade && IsUnderPostmaster)
+			identity_upgrade_noticed();
 		return;
+	}
 
 	/*
 	 * pg_upgrade starts both clusters in binary-upgrade mode: no ID is

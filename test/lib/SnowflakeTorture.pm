@@ -45,7 +45,8 @@ my @event_kinds = qw(
   subscription-add subscription-drop subscription-hung
   standby standby-few-slots standby-checkpoint standby-crash standby-backend-kill
   promote cascade promote-cascade second-promotion
-  standby-before-extension preload-added-later preload-removed extension-1.1-updated
+  standby-before-extension preload-added-later preload-removed promote-before-preload
+  extension-1.1-updated
   extension-recreated second-database bad-setting-before-first-id
   pg_upgrade pg_upgrade-without-preload dump-restore clone pitr
   hint-settings hint-layout hint-clock hint-keeper
@@ -516,6 +517,8 @@ sub judge
 		# psql's own words around a server's error
 		next if $line =~ /^(psql:|)\s*$/;
 		my $why = justified($h, $line, $ctx);
+		($h->{last_hint}) = $err =~ /^HINT:\s+(.*)$/m;
+		$h->{last_hint} //= '';
 		if (defined $why)
 		{
 			$h->{allowed}++;
@@ -595,7 +598,8 @@ sub check_ids
 	close $fh;
 	$h->{issued_since_start} = 1 if $max_now > $max_before;
 	$h->{floor} = $max_now;
-	if ($max_now > $m->{hi} || $m->{hi_layout} ne $h->{layout} && $max_now > $max_before)
+	# the node's state is the largest ID, whatever layout it was made in
+	if ($max_now > $m->{hi})
 	{
 		$m->{hi} = $max_now;
 		$m->{hi_layout} = $h->{layout};
@@ -744,7 +748,8 @@ sub follow_hint
 		stop_node($h, $node, 'fast');
 		start_or_violation($h, $node, $h->{offset_ms});
 	}
-	elsif ($why =~ /the clock went back|further ahead than the policy/)
+	elsif ($why =~ /the clock went back|further ahead than the policy/ &&
+		$h->{last_hint} =~ /raise (either|it)/)
 	{
 		$step = 'hint-clock';
 		say_op($h, 'hint: raise snowflake.max_run_ahead_ms (to -1) and reload');
@@ -1031,6 +1036,8 @@ sub make_standby
 {
 	my ($h, $from, $what) = @_;
 	my $name = "b$h->{seed}_" . $h->{backup}++;
+	# a standby takes connections once it is consistent
+	wait_up($from);
 	take_backup($h, $from, $name) or die "no base backup of the node\n";
 	my $sb = PostgreSQL::Test::Cluster->new("sb$h->{seed}_$h->{backup}");
 	$sb->init_from_backup($from, $name, has_streaming => 1);
@@ -1399,7 +1406,8 @@ sub lifecycle_op
 		return violation($h, "pg_upgrade failed: $out $err $@") unless $ok;
 		# the old cluster's file, which pg_upgrade does not carry over
 		$floor_sql = "SELECT snowflake_confirm_node(old_data_directory => '" . $node->data_dir . "')";
-		$identity = $late ? 'new' : 'upgraded';
+		# the library loaded by pg_upgrade's restore records the upgrade
+		$identity = 'upgraded';
 		write_settings($h, $new);
 	}
 	else
@@ -1523,12 +1531,17 @@ sub prelude
 		'extension-1.1-updated' => rand() < 0.25,
 		'bad-setting-before-first-id' => rand() < 0.2,
 		'second-database' => rand() < 0.3,
+		'promote-before-preload' => 0,
 	);
 	$p{$_} = 1 for grep { exists $p{$_} } @$force;
+	# a standby of a primary that never preloads the library
+	$p{'preload-added-later'} = $p{'standby-before-extension'} = 1 if $p{'promote-before-preload'};
 	kind($h, grep { $p{$_} } keys %p);
 
 	$m->{preloaded} = !$p{'preload-added-later'};
-	if ($p{'bad-setting-before-first-id'})
+	# with the promotion, the setting is rejected on the promoted node, before
+	# its first ID too
+	if ($p{'bad-setting-before-first-id'} && !$p{'promote-before-preload'})
 	{
 		$h->{layout} = pick('broken', 'broken');
 		$m->{worker_bad} = rand() < 0.5;
@@ -1578,8 +1591,38 @@ sub prelude
 			$sb->stop('fast', fail_ok => 1);
 			start_standby($sb);
 		}
+		if ($p{'promote-before-preload'} && $h->{standby})
+		{
+			# the primary is lost before it ever ran the library: its standby
+			# cannot know, says so, and the hint's step releases it
+			say_op($h, 'the primary dies before its restart, the standby is promoted');
+			$m->{identity} = 'new';
+			standby_op($h, $node, 'promote');
+			$node = $h->{node};
+			my ($ret, $out, $err) = try_sql($node,
+				'SET search_path = "$user", public; SELECT snowflake.snowflake_confirm_node(above => 0)');
+			if ($ret == 0)
+			{
+				say_op($h, 'hint: snowflake_confirm_node(above => 0), the primary issued no ID');
+				$m->{identity} = 'ok';
+			}
+			else
+			{
+				violation($h, "the hint's step failed: $err");
+			}
+		}
+		else
+		{
+			stop_node($h, $node, 'fast');
+			start_or_violation($h, $node, 0);
+		}
+	}
+	if ($p{'bad-setting-before-first-id'} && $p{'promote-before-preload'})
+	{
+		$m->{worker_bad} = 1;
+		say_op($h, 'restart with worker id 5000');
 		stop_node($h, $node, 'fast');
-		start_or_violation($h, $node, 0);
+		start_or_violation($h, $node, $h->{offset_ms});
 	}
 	if ($p{'bad-setting-before-first-id'})
 	{
@@ -1588,7 +1631,7 @@ sub prelude
 		$h->{layout} = 'shardingsphere';
 		$m->{worker_bad} = 0;
 		stop_node($h, $node, 'fast');
-		start_or_violation($h, $node, 0);
+		start_or_violation($h, $node, $h->{offset_ms});
 	}
 	load_layouts($h, $node);
 	return;
@@ -1610,7 +1653,7 @@ sub play_history
 
 	# the forced events of the steps, each at a step of its own
 	my %at;
-	for my $k (grep { !/^(preload-added-later|standby-before-extension|extension-1.1-updated|bad-setting-before-first-id|second-database)$/ } @force)
+	for my $k (grep { !/^(preload-added-later|standby-before-extension|extension-1.1-updated|bad-setting-before-first-id|second-database|promote-before-preload)$/ } @force)
 	{
 		my $s = 1 + int(rand($steps));
 		$s = 1 + int(rand($steps)) while exists $at{$s} && keys %at < $steps;
@@ -1658,6 +1701,27 @@ sub play_history
 	return $h;
 }
 
+# Before a forced hint's case: a node that generates, as the operator
+# leaves it after the steps of earlier refusals.
+sub working
+{
+	my ($h, $node) = @_;
+	my $m = $h->{model};
+	wake_keeper($h);
+	if ($m->{settings_bad} || $h->{layout} eq 'broken' || $m->{worker_bad})
+	{
+		follow_hint($h, $node, 'a setting rejected at start');
+	}
+	repair_if_refused($h, $node);
+	if ($h->{offset_ms} != 0)
+	{
+		say_op($h, "clock home: offset now 0 ms");
+		$h->{offset_ms} = 0;
+		set_offset($node, 0);
+	}
+	return;
+}
+
 # An event the history must hold, played at its step.
 sub forced
 {
@@ -1691,6 +1755,7 @@ sub forced
 	return lifecycle_op($h, $node, $k) if $k =~ /^(pg_upgrade|pg_upgrade-without-preload|dump-restore|clone|pitr)$/;
 	return recreate_extension($h, $node) if $k eq 'extension-recreated';
 	return preload_removed($h, $node) if $k eq 'preload-removed';
+	working($h, $node) if $k =~ /^hint-/;
 	if ($k eq 'hint-settings')
 	{
 		restart($h, $node, 'layout', 'broken');
@@ -1706,6 +1771,16 @@ sub forced
 	}
 	if ($k eq 'hint-clock')
 	{
+		# the default policy: a clock an hour back is refused
+		if ($h->{ahead_ms} != 0 || $h->{backward_ms} > 1000)
+		{
+			$h->{ahead_ms} = 0;
+			$h->{backward_ms} = 10;
+			say_op($h, 'reload: max_clock_backward_ms 10, max_run_ahead_ms 0');
+			write_settings($h, $node);
+			$node->reload;
+			select(undef, undef, undef, 0.3);
+		}
 		burst($h, $node, during => 'nothing');
 		clock_step($h, $node, 'far back');
 		return burst($h, $node, during => 'nothing', follow => 1);

@@ -118,6 +118,26 @@ $ls->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
 is($ls->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max"), '10', 'above the old IDs');
 $ls->stop;
 
+# The same pair with the primary lost before it ever preloaded the
+# library: its standby cannot know, says so, and the hint's step, taken as
+# written, releases it (that primary issued no ID).
+my $l2 = snowflake_node('l2', worker_id => 1, allows_streaming => 1);
+$l2->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+$l2->start;
+my $ls2 = standby_of($l2, 'ls2');
+$l2->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+$l2->wait_for_catchup($ls2);
+$ls2->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
+$ls2->restart;
+$l2->stop('immediate');
+$ls2->promote;
+like(refusal($ls2), qr/started as a standby .* its primary never logged which node it is/,
+	'a standby whose primary never ran the library says so');
+like(refusal($ls2), qr/HINT:.*snowflake\.snowflake_confirm_node\(above => 0\)/, 'naming the step');
+$ls2->safe_psql('postgres', 'SET search_path = "$user", public; SELECT snowflake.snowflake_confirm_node(above => 0)');
+is(refusal($ls2), 'generated', 'the step releases it');
+$ls2->stop;
+
 # 5. A state file whose mode was changed, then a crash while the node
 # generates: the server comes back (the file is written anew) and goes on
 # above every ID.
@@ -176,7 +196,29 @@ for my $case ('not preloaded', 'worker id not set')
 	is(refusal($d), 'generated', "confirmed as that system's node, it generates");
 	$d->restart;
 	is(refusal($d), 'generated', 'and after a restart');
+	if ($case eq 'worker id not set')
+	{
+		# a claim that is rolled back (a restore that failed) holds nothing
+		$d->safe_psql('postgres',
+			'BEGIN; INSERT INTO snowflake.snowflake_workers VALUES (12, 4242, \'x\'); ROLLBACK;'
+			  . ' BEGIN; SAVEPOINT a; INSERT INTO snowflake.snowflake_workers VALUES (13, 4242, \'y\');'
+			  . ' ROLLBACK TO a; COMMIT');
+		set_worker_and_check($d, $_) for 12, 13;
+	}
 	$d->stop;
+}
+
+# The worker id given by a reload, then a call: a claim rolled back, in a
+# transaction or to a savepoint, holds the node back under none.
+sub set_worker_and_check
+{
+	my ($d, $worker) = @_;
+	$d->append_conf('postgresql.conf', "snowflake.worker_id = $worker\n");
+	$d->reload;
+	$d->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '$worker'")
+	  or die 'the reload did not take';
+	is(refusal($d), 'generated', "a claim of worker $worker rolled back holds nothing back");
+	return;
 }
 
 done_testing();

@@ -286,7 +286,7 @@ for my $t (@tried)
 		for my $op (@ops)
 		{
 			like($res->{"$op->[0] text"},
-				qr/ERROR:  42501: permission denied to \Q$op->[1]\E table snowflake_workers\n.*HINT:  A superuser claims this node's worker id with snowflake_claim_worker\(\)/s,
+				qr/ERROR:  42501: permission denied to \Q$op->[1]\E table snowflake_workers\n.*HINT:  A superuser claims this node's worker id with snowflake\.snowflake_claim_worker\(\)/s,
 				"$r: $op->[0] is refused as only superusers change claims");
 		}
 	}

@@ -1,0 +1,172 @@
+# Where a node cannot know which IDs were issued under its worker id, it
+# stays held back, whatever happens in between: a copy whose worker id is
+# unset for a while and then set back to its source's; a claim restored
+# with triggers off for replication; pg_upgrade with the library loaded
+# only by its restore, then CREATE EXTENSION in another database; a new
+# cluster started once before pg_upgrade; a standby whose setting was
+# rejected while it replayed reservations; an identity file that cannot be
+# read for one start.  Each refusal names what it found, and its hint's
+# step releases it.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+sub refusal
+{
+	my ($node, $db) = @_;
+	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
+	return $ret == 0 ? 'generated' : $err;
+}
+
+sub set_worker
+{
+	my ($node, $worker) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.worker_id = $worker");
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '$worker'")
+	  or die "worker id $worker did not take";
+	return;
+}
+
+my $table = 'CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval())';
+my $src = snowflake_node('src', worker_id => 1, allows_streaming => 1);
+$src->start;
+$src->safe_psql('postgres', "CREATE EXTENSION snowflake; $table; SELECT snowflake_claim_worker('src')");
+$src->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+
+# 1. A clone of worker 1 stays a copy of worker 1 while its worker id is
+# unset, by a reload or across a restart, and set back to 1.
+$src->backup('b1');
+my $clone = PostgreSQL::Test::Cluster->new('clone');
+$clone->init_from_backup($src, 'b1');
+$clone->start;
+like(refusal($clone), qr/is a copy of the node with worker id 1/, 'a clone is held back');
+set_worker($clone, -1);
+like(refusal($clone), qr/is a copy of the node with worker id 1|worker_id is not set/,
+	'with its worker id unset it generates nothing');
+set_worker($clone, 1);
+like(refusal($clone), qr/is a copy of the node with worker id 1/, 'set back to 1 by a reload, still a copy of worker 1');
+set_worker($clone, -1);
+$clone->restart;
+set_worker($clone, 1);
+$clone->restart;
+like(refusal($clone), qr/is a copy of the node with worker id 1/, 'and across restarts with it unset');
+set_worker($clone, 5);
+is(refusal($clone), 'generated', 'a worker id of its own releases it');
+$clone->stop;
+
+# 2. A dump restored with triggers off for replication still brings its
+# claim: the node with that worker id is held back.
+my $dump = $src->basedir . '/db.dump';
+command_ok([ 'pg_dump', '-Fc', '-d', $src->connstr('postgres'), '-f', $dump ], 'pg_dump');
+my $dst = snowflake_node('dst', worker_id => 1);
+$dst->start;
+{
+	local $ENV{PGOPTIONS} = '-c session_replication_role=replica';
+	command_ok([ 'pg_restore', '--exit-on-error', '-d', $dst->connstr('postgres'), $dump ],
+		'pg_restore with session_replication_role = replica');
+}
+like(refusal($dst), qr/worker id 1 is claimed by another system/,
+	'the restored claim holds the node back all the same');
+$dst->stop;
+
+# 3. pg_upgrade of a node that preloads the library only after it: the
+# restore loads the library, which records the upgrade; CREATE EXTENSION in
+# another database afterwards releases nothing.  And a new cluster started
+# once, preloading the library, before pg_upgrade.
+sub upgrade
+{
+	my ($tag, $before) = @_;
+	my $old = snowflake_node("old$tag", worker_id => 4);
+	$old->start;
+	$old->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+	$old->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+	my $max = $old->safe_psql('postgres', 'SELECT max(id) FROM t');
+	$old->stop;
+	my $new = snowflake_node("new$tag", worker_id => 4);
+	if ($before)
+	{
+		$new->start;
+		$new->stop;
+	}
+	else
+	{
+		$new->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
+	}
+	my $bindir = $new->config_data('--bindir');
+	chdir $new->basedir or die;
+	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
+		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
+		'-s', $new->host ], "pg_upgrade ($tag)");
+	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
+	$new->start;
+	like(refusal($new), qr/IDs the cluster issued before pg_upgrade/, "after pg_upgrade ($tag), held back, saying so");
+	$new->safe_psql('postgres', 'CREATE DATABASE other');
+	$new->safe_psql('other', 'CREATE EXTENSION snowflake');
+	like(refusal($new), qr/IDs the cluster issued before pg_upgrade/,
+		'CREATE EXTENSION in another database releases nothing');
+	# the hint's step, as written, in a session without snowflake in search_path
+	my ($ret, $out, $err) = $new->psql('postgres',
+		"SET search_path = \"\$user\", public; SELECT snowflake.snowflake_confirm_node(old_data_directory => '"
+		  . $old->data_dir . "')");
+	is($ret, 0, 'the hint\'s step runs as written') or diag($err);
+	$new->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
+	is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max"), '10', 'then above every old ID');
+	$new->stop;
+	return;
+}
+upgrade('_late', 0);
+upgrade('_started', 1);
+
+# 4. A standby whose setting is rejected while it replays reservations keeps
+# them: fixed and promoted, it continues above the old primary's IDs, which
+# run 5 minutes ahead of its clock.
+my $p = snowflake_node('p', worker_id => 2, allows_streaming => 1);
+start_faked($p, '+300');
+$p->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+$p->backup('b2');
+my $s = PostgreSQL::Test::Cluster->new('s');
+$s->init_from_backup($p, 'b2', has_streaming => 1);
+$s->append_conf('postgresql.conf', "snowflake.layuot = 'typo'\n");
+$s->start;
+$p->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 20000)');
+$p->safe_psql('postgres', 'CHECKPOINT');
+$p->wait_for_catchup($s);
+$s->safe_psql('postgres', 'CHECKPOINT');
+ok($s->log_contains('keeps the reservations it replays'), 'the standby with a rejected setting keeps what it replays');
+my $max = $p->safe_psql('postgres', 'SELECT max(id) FROM t');
+$p->stop('immediate');
+my $conf = slurp_file($s->data_dir . '/postgresql.conf');
+$conf =~ s/^snowflake\.layuot.*$//mg;
+open my $fh, '>', $s->data_dir . '/postgresql.conf' or die;
+print $fh $conf;
+close $fh;
+$s->restart;
+$s->promote;
+$s->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.max_run_ahead_ms = -1; SELECT pg_reload_conf()');
+$s->poll_query_until('postgres', "SELECT current_setting('snowflake.max_run_ahead_ms') = '-1'")
+  or die 'reload';
+$s->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
+is($s->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max"), '10',
+	'fixed and promoted, it continues above every ID of the old primary');
+$s->stop;
+
+# 5. An identity file that cannot be read at a start: held back, saying
+# so, and left as it is; readable again, the node goes on as it was.
+my $file = $src->data_dir . '/snowflake.identity';
+$src->stop;
+chmod 0000, $file;
+$src->start;
+like(refusal($src), qr/snowflake identity file "snowflake.identity" cannot be read/,
+	'an unreadable identity file: held back, saying what it found');
+like(refusal($src), qr/HINT:.*readable/, 'with the step in the hint');
+$src->stop;
+chmod 0600, $file;
+$src->start;
+is(refusal($src), 'generated', 'readable again, it generates: the file was left as it was');
+$src->stop;
+
+done_testing();
