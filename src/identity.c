@@ -251,6 +251,7 @@ settle(bool log, int elevel)
 	PersistedIdentity *r = &ident->rec;
 	int			worker = (int) (int32) pg_atomic_read_u32(&ident->configured);
 	bool		changed = false;
+	bool		held_under;
 
 	if (r->status == IDENTITY_COPY && r->reason != COPY_FILE_UNREADABLE &&
 		worker != WORKER_ID_UNSET && worker != r->worker)
@@ -289,11 +290,10 @@ settle(bool log, int elevel)
 	 * with it; a node held back keeps the one it is held back under, whatever
 	 * worker id it runs with meanwhile (unset, say).
 	 */
-	if (r->worker != worker && !changed &&
+	held_under = !changed &&
 		(r->status == IDENTITY_COPY ||
-		 (r->status == IDENTITY_INHERITED && worker == WORKER_ID_UNSET)))
-		;						/* held back under the one recorded */
-	else if (r->worker != worker)
+		 (r->status == IDENTITY_INHERITED && worker == WORKER_ID_UNSET));
+	if (r->worker != worker && !held_under)
 	{
 		if (r->status == IDENTITY_INHERITED)
 			r->other_system = 0;	/* another claimed worker id */
