@@ -290,6 +290,11 @@ BEGIN
 	SET system_identifier = (SELECT system_identifier FROM pg_control_system())
 	WHERE worker_id = snowflake.snowflake_worker_id()
 	  AND system_identifier <> (SELECT system_identifier FROM pg_control_system());
+	-- other systems' claims the table holds (pg_upgrade carried the rows,
+	-- not the node's record of them) are kept, as claims that arrive are
+	PERFORM snowflake.snowflake_identity_claim_seen(w.worker_id, w.system_identifier)
+	FROM snowflake.snowflake_workers w
+	WHERE w.system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	RETURN floor_id;
 END $$;
 
@@ -340,6 +345,11 @@ FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_workers_arrived();
 -- replica: a restore run so, logical replication's apply): a claim that
 -- arrives by any of them is kept
 ALTER TABLE snowflake.snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_arrived;
+
+-- the claims already in the table (a dump of 1.1 restored, then updated):
+-- other systems' are kept as if they arrived now
+SELECT snowflake.snowflake_identity_claim_seen(worker_id, system_identifier)
+FROM snowflake.snowflake_workers;
 
 --
 -- Only superusers change the claims, whatever privileges a role holds on

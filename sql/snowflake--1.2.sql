@@ -470,6 +470,11 @@ BEGIN
 	SET system_identifier = (SELECT system_identifier FROM pg_control_system())
 	WHERE worker_id = @extschema@.snowflake_worker_id()
 	  AND system_identifier <> (SELECT system_identifier FROM pg_control_system());
+	-- other systems' claims the table holds (pg_upgrade carried the rows,
+	-- not the node's record of them) are kept, as claims that arrive are
+	PERFORM @extschema@.snowflake_identity_claim_seen(w.worker_id, w.system_identifier)
+	FROM @extschema@.snowflake_workers w
+	WHERE w.system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	RETURN floor_id;
 END $$;
 

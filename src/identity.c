@@ -560,6 +560,9 @@ identity_replay(const void *data, Size len)
 	memcpy(&p, data, Min(len, sizeof(p)));
 	if (p.status > IDENTITY_INHERITED)
 		return;
+	/* the primary could not read its own file: that says nothing of this one */
+	if (p.status == IDENTITY_COPY && p.reason == COPY_FILE_UNREADABLE)
+		return;
 	if (!ident->usable)
 	{
 		/* kept in the file for the start whose settings it can trust */
@@ -616,9 +619,9 @@ identity_require_ok(void)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade"),
-					 errdetail("pg_upgrade does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
+					 errdetail("pg_upgrade ran on this data directory (to upgrade into it, or with --check) and does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
 							   SNOWFLAKE_MARK_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory, or above => its snowflake_status.high_water_mark (after ALTER EXTENSION snowflake UPDATE where the extension is older than 1.2).")));
+					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory, or above => its snowflake_status.high_water_mark (after ALTER EXTENSION snowflake UPDATE where the extension is older than 1.2); above => 0 if pg_upgrade only checked it.")));
 			break;
 		case IDENTITY_INHERITED:
 			ereport(ERROR,
@@ -690,6 +693,51 @@ old_mark(const char *dir)
 }
 
 /*
+ * What the old data directory's identity file says: a node held back
+ * there (a copy not yet confirmed, say) is held back here too, as an
+ * upgrade does not make a copy the node; the claims it kept are kept here.
+ * A directory of a version before this file has none: nothing to check.
+ */
+static void
+old_identity(const char *dir, PersistedIdentity *claims)
+{
+	PersistedIdentity f;
+	uint64		writes = 0;
+	const char *problem = NULL;
+	char		path[MAXPGPATH];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, IDENTITY_FILE);
+	switch (persist_read_file(path, &f, sizeof(f), &writes, &problem))
+	{
+		case MARK_ABSENT:
+			return;
+		case MARK_BROKEN:
+		case MARK_UNREADABLE:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("snowflake identity file \"%s\" cannot be used: %s", path, problem),
+					 errhint("Give above => the highest ID the old cluster issued instead, if it was the node of this worker id.")));
+			break;
+		case MARK_OK:
+			break;
+	}
+	if (f.status != IDENTITY_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the old cluster in \"%s\" was held back: it was not yet the node of worker id %d",
+						dir, f.worker),
+				 errdetail("%s", f.status == IDENTITY_COPY ?
+						   "It was a copy of that node (a clone or a restore) that was never confirmed; an upgrade of it is a copy too." :
+						   f.status == IDENTITY_INHERITED ?
+						   "Another system had claimed that worker id." :
+						   "It did not know which IDs were issued before it either."),
+				 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces that node, run SELECT snowflake.snowflake_confirm_node(above => N) with N the highest ID the node issued.")));
+	memcpy(claims->claimed, f.claimed, sizeof(claims->claimed));
+	memcpy(claims->high, f.high, sizeof(claims->high));
+	claims->nhigh = f.nhigh;
+}
+
+/*
  * snowflake_identity_confirm(above, old_data_directory): this data directory
  * is the node of its worker id (restored, upgraded, moved); continue above
  * the given floor, if any, and generate.  The floor is logged before the
@@ -703,6 +751,7 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 	int64		result;
 	IdentityStatus before;
 	PersistedIdentity *r;
+	PersistedIdentity old;
 
 	if (ident == NULL)
 		ereport(ERROR,
@@ -732,6 +781,8 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied to read another data directory's state file"),
 					 errdetail("Only roles with privileges of the \"pg_read_server_files\" role may name old_data_directory.")));
+		memset(&old, 0, sizeof(old));
+		old_identity(text_to_cstring(PG_GETARG_TEXT_PP(1)), &old);
 		floor_id = Max(floor_id, old_mark(text_to_cstring(PG_GETARG_TEXT_PP(1))));
 	}
 
@@ -754,6 +805,17 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 	r->other_system = 0;
 	r->system_identifier = system_identifier();
 	r->directory_inode = directory_inode();
+	/* the old cluster's claims of other systems, then its own node's */
+	if (!PG_ARGISNULL(1))
+	{
+		for (int w = 0; w < CLAIM_BITS; w++)
+			if (claimed(&old, w))
+				add_claim(r, w);
+		for (uint32 i = 0; i < Min(old.nhigh, CLAIM_HIGH); i++)
+			add_claim(r, old.high[i]);
+		if (old.nhigh > CLAIM_HIGH && r->nhigh <= CLAIM_HIGH)
+			r->nhigh = CLAIM_HIGH + 1;	/* more than it kept */
+	}
 	/* this node continues the one whose claim held it back */
 	drop_claim(r, (int) (int32) pg_atomic_read_u32(&ident->configured));
 	record_changed(true, ERROR);
@@ -836,13 +898,18 @@ change_replayed(PersistedIdentity *r, const void *arg)
 }
 
 /*
- * Claims of other systems that arrived in this transaction, kept when it
- * commits: a claim rolled back (a restore that failed) holds nothing back.
+ * Claims of other systems that arrived in this transaction, kept as it
+ * commits (before its commit record, so that no crash loses them): a claim
+ * rolled back (a restore that failed, a savepoint) holds nothing back, and
+ * one kept by a commit that then fails (a serialization failure, a PREPARE
+ * refused) is taken back.  A transaction prepared and later rolled back
+ * (ROLLBACK PREPARED, in another session) leaves its claims kept.
  */
 typedef struct PendingClaim
 {
 	int32		worker;
 	int			level;			/* the transaction nesting level it came in */
+	bool		added;			/* kept by this transaction, new there */
 	uint64		system;
 } PendingClaim;
 
@@ -863,43 +930,73 @@ change_claims(PersistedIdentity *r, const void *arg)
 		add_claim(r, pending[i].worker);
 		if (pending[i].worker == r->worker)
 			r->other_system = pending[i].system;
+		pending[i].added = true;
 		changed = true;
 	}
 	return changed;
 }
 
-static void
-keep_claims(void)
+static bool
+change_unclaim(PersistedIdentity *r, const void *arg)
 {
-	if (npending == 0)
-		return;
+	bool		changed = false;
+
+	for (int i = 0; i < npending; i++)
+	{
+		if (!pending[i].added)
+			continue;
+		drop_claim(r, pending[i].worker);
+		changed = true;
+	}
+	return changed;
+}
+
+/*
+ * Apply change() to the record: in the file, or under the lock with the
+ * change logged and the worker id settled again.
+ */
+static void
+change_claims_at(bool (*change) (PersistedIdentity *r, const void *arg), int elevel)
+{
 	if (!usable())
-		change_file(change_claims, NULL);
+		change_file(change, NULL);
 	else
 	{
 		LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-		if (change_claims(&ident->rec, NULL))
+		if (change(&ident->rec, NULL))
 		{
-			record_changed(true, ERROR);
-			settle(true, ERROR);
+			record_changed(true, elevel);
+			settle(true, elevel);
 		}
 		LWLockRelease(ident->lock);
 	}
-	npending = 0;
 }
 
 static void
 claims_xact_callback(XactEvent event, void *arg)
 {
+	bool		taken_back = false;
+
+	if (npending == 0)
+		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
 			/* still in the transaction: a failure here aborts it */
-			keep_claims();
+			change_claims_at(change_claims, ERROR);
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PREPARE:
+			npending = 0;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			/* the commit failed after they were kept: take them back */
+			for (int i = 0; i < npending; i++)
+				taken_back |= pending[i].added;
+			if (taken_back)
+				change_claims_at(change_unclaim, WARNING);
 			npending = 0;
 			break;
 		default:
@@ -1000,6 +1097,7 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 	pending[npending].worker = worker;
 	pending[npending].system = system;
 	pending[npending].level = GetCurrentTransactionNestLevel();
+	pending[npending].added = false;
 	npending++;
 	PG_RETURN_VOID();
 }
