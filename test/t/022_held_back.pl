@@ -1,12 +1,15 @@
 # Where a node cannot know which IDs were issued under its worker id, it
 # stays held back, whatever happens in between: a copy whose worker id is
 # unset for a while and then set back to its source's; a claim restored
-# with triggers off for replication; pg_upgrade with the library loaded
-# only by its restore, then CREATE EXTENSION in another database; a new
-# cluster started once before pg_upgrade; a standby whose setting was
-# rejected while it replayed reservations; an identity file that cannot be
-# read for one start.  Each refusal names what it found, and its hint's
-# step releases it.
+# with triggers off for replication, or restored into 1.1 and then updated;
+# pg_upgrade with the library loaded only by its restore, then CREATE
+# EXTENSION in another database; a new cluster started once before
+# pg_upgrade; other systems' claims across pg_upgrade; a clone, still
+# held back, upgraded; a standby whose setting was rejected while it
+# replayed reservations; an identity file that cannot be read for one
+# start, and a standby of that primary promoted.  Each refusal names what
+# it found, and its hint's step releases it.  And a claim whose commit
+# fails holds nothing back.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -84,6 +87,8 @@ sub upgrade
 	$old->start;
 	$old->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
 	$old->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+	# another system's claim of worker 5, which the old node keeps
+	$old->safe_psql('postgres', "INSERT INTO snowflake_workers VALUES (5, 4242, 'other')");
 	my $max = $old->safe_psql('postgres', 'SELECT max(id) FROM t');
 	$old->stop;
 	my $new = snowflake_node("new$tag", worker_id => 4);
@@ -115,11 +120,53 @@ sub upgrade
 	is($ret, 0, 'the hint\'s step runs as written') or diag($err);
 	$new->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
 	is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max"), '10', 'then above every old ID');
+	set_worker($new, 5);
+	like(refusal($new), qr/worker id 5 is claimed by another system/,
+		'the claims the old cluster kept are kept across the upgrade');
 	$new->stop;
 	return;
 }
 upgrade('_late', 0);
 upgrade('_started', 1);
+
+# A clone still held back, stopped and upgraded (a rehearsal on a copy):
+# the upgrade's step refuses it, as an upgrade of a copy is a copy.
+$src->backup('b3');
+my $copy = PostgreSQL::Test::Cluster->new('copy');
+$copy->init_from_backup($src, 'b3');
+$copy->start;
+like(refusal($copy), qr/is a copy of the node with worker id 1/, 'a clone is held back');
+$copy->stop;
+my $upg = snowflake_node('upg', worker_id => 1);
+my $bindir = $upg->config_data('--bindir');
+chdir $upg->basedir or die;
+command_ok([ 'pg_upgrade', '--no-sync', '-d', $copy->data_dir, '-D', $upg->data_dir,
+	'-b', $bindir, '-B', $bindir, '-p', $copy->port, '-P', $upg->port,
+	'-s', $upg->host ], 'pg_upgrade of the clone');
+$upg->start;
+my ($ret, $out, $err) = $upg->psql('postgres',
+	"SELECT snowflake.snowflake_confirm_node(old_data_directory => '" . $copy->data_dir . "')");
+like($err, qr/the old cluster in .* was held back(?s:.*)copy of that node/,
+	'confirming it from the clone\'s directory is refused, naming the copy');
+like(refusal($upg), qr/IDs the cluster issued before pg_upgrade/, 'and it stays held back');
+$upg->stop;
+
+# A dump of a 1.1 node restored as README's Upgrading says (1.1 in public,
+# then the update): the claim the table holds holds the node back.
+my $o11 = snowflake_node('o11', worker_id => 6);
+$o11->start;
+$o11->safe_psql('postgres', "CREATE EXTENSION snowflake VERSION '1.1'; SELECT public.snowflake_claim_worker('o11')");
+my $dump11 = $o11->basedir . '/db11.dump';
+command_ok([ 'pg_dump', '-Fc', '-d', $o11->connstr('postgres'), '-f', $dump11 ], 'pg_dump of a 1.1 node');
+$o11->stop;
+my $n11 = snowflake_node('n11', worker_id => 6);
+$n11->start;
+$n11->safe_psql('postgres', "CREATE EXTENSION snowflake VERSION '1.1' SCHEMA public");
+command_ok([ 'pg_restore', '-d', $n11->connstr('postgres'), '--data-only', $dump11 ], 'its data restored into 1.1');
+$n11->safe_psql('postgres', 'ALTER EXTENSION snowflake UPDATE');
+like(refusal($n11), qr/worker id 6 is claimed by another system/,
+	'updated to 1.2, the claim the table holds holds the node back');
+$n11->stop;
 
 # 4. A standby whose setting is rejected while it replays reservations keeps
 # them: fixed and promoted, it continues above the old primary's IDs, which
@@ -167,6 +214,30 @@ $src->stop;
 chmod 0600, $file;
 $src->start;
 is(refusal($src), 'generated', 'readable again, it generates: the file was left as it was');
+
+# The same, with a standby of it promoted: its own file says what it is.
+$src->backup('b4');
+my $sb = PostgreSQL::Test::Cluster->new('sb');
+$sb->init_from_backup($src, 'b4', has_streaming => 1);
+$sb->start;
+$src->stop;
+chmod 0000, $file;
+$src->start;
+like(refusal($src), qr/cannot be read/, 'the primary cannot read its identity file');
+$src->wait_for_catchup($sb);
+$src->stop('immediate');
+$sb->promote;
+is(refusal($sb), 'generated', 'its standby, promoted, generates: the primary\'s file says nothing of its own');
+$sb->stop;
+chmod 0600, $file;
+
+# A claim whose commit then fails (a PREPARE refused) holds nothing back.
+$src->start;
+($ret, $out, $err) = $src->psql('postgres',
+	"BEGIN; INSERT INTO snowflake_workers VALUES (3, 4242, 'x'); PREPARE TRANSACTION 'p'");
+like($err, qr/prepared transactions are disabled/, 'a PREPARE refused');
+set_worker($src, 3);
+is(refusal($src), 'generated', 'its claim of worker 3 holds nothing back');
 $src->stop;
 
 done_testing();
