@@ -231,6 +231,27 @@ generator_max_lead_ms(void)
 			   Max((int64) snowflake_max_clock_backward_ms, SNOWFLAKE_WINDOW_MS));
 }
 
+/*
+ * The time (Unix ms) an ID carries in the layout the node ran before its
+ * last layout change, or -1 if that layout cannot be read now (a plain
+ * custom layout, whose settings changed).
+ */
+static int64
+prev_layout_ms(int64 id)
+{
+	const char *name = snowflake_shared->prev_layout;
+	const SnowflakeLayout *o = layout_find(name);
+	SnowflakeLayout buf;
+	char	   *why;
+
+	if (o == NULL && layout_named_with_parameters(name) &&
+		layout_from_name(&buf, name, &why))
+		o = &buf;
+	if (o == NULL || id > layout_max_id(o))
+		return -1;
+	return layout_tick_to_unix_ms(o, layout_tick(o, id));
+}
+
 static void
 refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	   int64 seen, int64 now, int64 until_ms, bool timed_out)
@@ -239,9 +260,12 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 		" A wait for the clock ran out: the clock did not advance as expected." : "";
 	int64		lead_ms = (last_tick - now) * l->tick_ms;
 
+	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+
 	/* nothing issued in this layout yet: the state is the old layout's */
 	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
-		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from;
+		last <= snowflake_shared->resumed_from;
+	int64		old_ms = old_layout ? prev_layout_ms(last) : -1;
 
 	/* no setting lets the node run that far ahead of the clock */
 	bool		beyond_cap = lead_ms > RUN_AHEAD_CAP_MS;
@@ -249,11 +273,13 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	count(&my_slot()->c.refused);
 
 	/*
-	 * The layout's message when the lead comes from the layout change (the
-	 * last ID, read in this layout, is beyond every clock reading), even if
-	 * the clock went back too; otherwise the clock's.
+	 * The layout's message when the lead comes from the layout change: read
+	 * in the old layout, the last ID would have let the node go on (or that
+	 * layout cannot be read, and the clock did not go back); otherwise the
+	 * clock's, a crash's or the old layout's own lead is the cause.
 	 */
-	if (old_layout && (last_tick > seen || seen <= now))
+	if (old_layout &&
+		(old_ms >= 0 ? old_ms - now_ms <= generator_max_lead_ms() : seen <= now))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",

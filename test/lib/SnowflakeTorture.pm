@@ -24,6 +24,7 @@ package SnowflakeTorture;
 use strict;
 use warnings;
 use Exporter 'import';
+use Digest::MD5 ();
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -249,13 +250,27 @@ sub write_settings
 	return;
 }
 
+# Whether a start with these settings rejects one: the layout that cannot
+# work, or worker id 5000 where the layout's worker field is narrower than
+# 13 bits (instagram's and sonyflake's hold it).
+my %worker_bits = (instagram => 13, sonyflake => 16, javascript => 6, custom => 8);
+sub settings_rejected
+{
+	my ($layout, $worker_bad) = @_;
+	return 1 if $layout eq 'broken';
+	return $worker_bad && ($worker_bits{$layout} // 10) < 13 ? 1 : 0;
+}
+
 # A standby starts (again) on its own clock, with the layout its file
 # gives then: a later change of the file reaches it at its next start.
 sub start_standby
 {
 	my ($sb) = @_;
 	start_faked($sb, sprintf('%+.3f', $sb->{torture_offset_ms} / 1000), fail_ok => 1);
+	# what it starts with; a reload keeps a worker id rejected at start, and
+	# does not replace a good one by a bad one
 	$sb->{torture_layout} = $sb->{torture_settings}{layout};
+	$sb->{torture_worker_bad} = $sb->{torture_settings}{worker_bad};
 	return;
 }
 
@@ -267,8 +282,8 @@ sub adopt_settings
 	my $st = $node->{torture_settings} or return;
 	$h->{$_} = $st->{$_} for qw(worker backward_ms ahead_ms);
 	$h->{layout} = $node->{torture_layout} // $st->{layout};
-	$h->{model}{worker_bad} = $st->{worker_bad};
-	$h->{model}{settings_bad} = $h->{layout} eq 'broken' || $st->{worker_bad};
+	$h->{model}{worker_bad} = $node->{torture_worker_bad} // $st->{worker_bad};
+	$h->{model}{settings_bad} = settings_rejected($h->{layout}, $h->{model}{worker_bad});
 	return;
 }
 
@@ -374,6 +389,16 @@ sub unclean
 	return;
 }
 
+# Every process of the node restarts after a crash: nothing was issued
+# since this start, so a clean stop now keeps the reservation as it is.
+sub crashed
+{
+	my ($h) = @_;
+	unclean($h);
+	$h->{issued_since_start} = 0;
+	return;
+}
+
 # A start with the settings the history wrote: the model learns whether
 # the node can trust them.
 sub start_node
@@ -382,7 +407,7 @@ sub start_node
 	write_settings($h, $node);
 	set_offset($node, $offset_ms);
 	start_faked($node, sprintf('%+.3f', $offset_ms / 1000), fail_ok => 1);
-	$h->{model}{settings_bad} = $h->{layout} eq 'broken' || $h->{model}{worker_bad};
+	$h->{model}{settings_bad} = settings_rejected($h->{layout}, $h->{model}{worker_bad});
 	return wait_up($node);
 }
 
@@ -697,7 +722,7 @@ sub burst
 		{
 			kill 'KILL', $p[0];
 			$h->{faults}++;
-			unclean($h);
+			$ctx->{killed} = 1;
 		}
 	}
 	my @sessions;
@@ -714,10 +739,12 @@ sub burst
 		push @sessions, [ grep { length } split /\n/, $$out ];
 		my $end = now_ms() + $h->{offset_ms};
 		$ctx->{hi_ms} = $end if $end > $ctx->{hi_ms};
-		$why = judge($h, $$err, 'burst', $ctx) // $why;
 	}
+	# what the burst issued, and the clock it read, bound its own refusals
 	check_ids($h, \@sessions, 'burst', $ctx);
 	saw_clock($h, $ctx);
+	$why = judge($h, ${ $_->[2] }, 'burst', $ctx) // $why for @runs;
+	crashed($h) if $ctx->{killed};
 	wait_up($node) if $during eq 'kill';
 	# the operator takes the step the refusal's hint names, now and then
 	follow_hint($h, $node, $why) if $why && ($opt{follow} || rand() < 0.5);
@@ -755,8 +782,8 @@ sub follow_hint
 		say_op($h, 'hint: raise snowflake.max_run_ahead_ms (to -1) and reload');
 		$h->{ahead_ms} = -1;
 		write_settings($h, $_) for grep { defined } $node, $h->{standby}, $h->{cascade};
-		$_->reload for grep { defined } $node, $h->{standby}, $h->{cascade};
-		select(undef, undef, undef, 0.3);
+		$_->reload for grep { defined } $h->{standby}, $h->{cascade};
+		reload_and_wait($h, $node);
 	}
 	elsif ($why eq 'the keeper is stopped')
 	{
@@ -814,6 +841,23 @@ sub clock_step
 	return;
 }
 
+# Reload a node and wait until a new session sees the settings written.
+sub reload_and_wait
+{
+	my ($h, $node) = @_;
+	$node->reload;
+	my $want = "$h->{ahead_ms}|$h->{backward_ms}";
+	for (1 .. 100)
+	{
+		my ($ret, $out) = try_sql($node,
+			"SELECT current_setting('snowflake.max_run_ahead_ms') || '|' || current_setting('snowflake.max_clock_backward_ms')", 10);
+		$out =~ s/ms//g;
+		return if $ret == 0 && $out eq $want;
+		select(undef, undef, undef, 0.1);
+	}
+	return;
+}
+
 sub reload_settings
 {
 	my ($h, $node, $what) = @_;
@@ -824,15 +868,15 @@ sub reload_settings
 	say_op($h, "reload: worker $h->{worker}, max_clock_backward_ms $h->{backward_ms}, max_run_ahead_ms $h->{ahead_ms}");
 	kind($h, "reload-$what");
 	write_settings($h, $node);
-	$node->reload;
+	reload_and_wait($h, $node);
 	# README: a standby has its primary's clock policy (the worker id too)
 	for my $sb (grep { defined } $h->{standby}, $h->{cascade})
 	{
 		write_settings($h, $sb);
 		$sb->reload;
 	}
-	# the backends and the keeper take it a moment later
-	select(undef, undef, undef, 0.3);
+	# the keeper takes the worker id a moment later
+	select(undef, undef, undef, 0.3) if $what eq 'worker';
 	return;
 }
 
@@ -851,7 +895,7 @@ sub restart
 		if ($how eq 'keeper kill')
 		{
 			kill 'KILL', $pid;
-			unclean($h);
+			crashed($h);
 			# a child's SIGKILL restarts every process
 			wait_up($node);
 		}
@@ -882,7 +926,7 @@ sub restart
 	{
 		kind($h, 'hard-kill');
 		hard_kill($node);
-		unclean($h);
+		crashed($h);
 	}
 	else
 	{
@@ -904,7 +948,7 @@ sub stop_node
 	$node->stop($mode, fail_ok => 1);
 	if ($mode eq 'immediate')
 	{
-		unclean($h);
+		crashed($h);
 	}
 	elsif ($h->{issued_since_start})
 	{
@@ -935,8 +979,12 @@ sub damage
 	stop_node($h, $node, 'immediate');
 	if (-f $file && $how eq 'torn' && -s $file == 1024)
 	{
-		# the newest record stays whole: nothing is lost, nothing refused
-		tear_state_file($file);
+		# the newest record stays whole: nothing is lost, nothing refused.
+		# A file not written since the last tear is torn there again (a
+		# crash can tear only the slot being written), which it already is.
+		my $digest = Digest::MD5::md5_hex(slurp_file($file));
+		tear_state_file($file) unless ($h->{torn_digest} // '') eq $digest;
+		$h->{torn_digest} = Digest::MD5::md5_hex(slurp_file($file));
 	}
 	elsif (-f $file)
 	{
@@ -1123,8 +1171,11 @@ sub standby_op
 		{
 			violation($h, "a standby generated $out");
 		}
-		elsif ($h->{model}{preloaded} && !$h->{model}{settings_bad})
+		elsif ($h->{model}{preloaded})
 		{
+			# a standby with a setting rejected at its start says that first
+			my $bad = settings_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad});
+			local $h->{model}{settings_bad} = $bad;
 			judge($h, $err, 'standby', { %{ ctx_now($h) }, standby => 1 });
 		}
 	}
@@ -1690,7 +1741,8 @@ sub play_history
 	for my $n (grep { defined } $node, $h->{standby}, $h->{cascade})
 	{
 		my $log = slurp_file($n->logfile);
-		for my $line (grep { /PANIC|TRAP:|terminated by signal (?!9)/ } split /\n/, $log)
+		# a restore_command that immediate shutdown quits is PostgreSQL's own
+		for my $line (grep { /PANIC|TRAP:|terminated by signal (?!9)/ && !/could not restore file/ } split /\n/, $log)
 		{
 			violation($h, "server log: $line");
 		}
@@ -1778,8 +1830,7 @@ sub forced
 			$h->{backward_ms} = 10;
 			say_op($h, 'reload: max_clock_backward_ms 10, max_run_ahead_ms 0');
 			write_settings($h, $node);
-			$node->reload;
-			select(undef, undef, undef, 0.3);
+			reload_and_wait($h, $node);
 		}
 		burst($h, $node, during => 'nothing');
 		clock_step($h, $node, 'far back');
