@@ -9,7 +9,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
-our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag);
+our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
+  refusal pg_upgrade_ok);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -130,6 +131,28 @@ sub id_order_lag
 			SELECT round, max(round) OVER (ORDER BY id) AS max_round
 			FROM events WHERE payload = '$tag') s});
 	return ($lag, $period_ms);
+}
+
+# refusal(NODE, DB): the error of one snowflake_nextval() in DB (postgres
+# by default), or 'generated' when it gave an ID.
+sub refusal
+{
+	my ($node, $db) = @_;
+	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
+	return $ret == 0 ? 'generated' : $err;
+}
+
+# pg_upgrade_ok(OLD, NEW, NAME): pg_upgrade from OLD's stopped data
+# directory into NEW's, run from NEW's base directory, as one test.
+sub pg_upgrade_ok
+{
+	my ($old, $new, $name) = @_;
+	my $bindir = $new->config_data('--bindir');
+	chdir $new->basedir or die;
+	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
+		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
+		'-s', $new->host ], $name);
+	return;
 }
 
 1;

@@ -60,12 +60,6 @@ sub insert_rows
 }
 
 # the error a refused call gives, or '' when it issued an ID
-sub refusal
-{
-	my ($node) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', 'SELECT snowflake_nextval()');
-	return $ret == 0 ? '' : $err;
-}
 
 my $node = snowflake_node('durable', worker_id => 5, has_archiving => 1, allows_streaming => 1);
 start_faked($node, '+0');

@@ -39,20 +39,7 @@ $node->stop;
 # pg_upgrade, both clusters preloading the library (Debian's
 # pg_upgradecluster copies the old configuration).
 my $new = snowflake_node('new');
-my $bindir = $node->config_data('--bindir');
-my $workdir = PostgreSQL::Test::Utils::tempdir;
-chdir $workdir;
-my ($stdout, $stderr);
-my $ok = IPC::Run::run(
-	[
-		"$bindir/pg_upgrade", '--no-sync',
-		'-d', $node->data_dir, '-D', $new->data_dir,
-		'-b', $bindir, '-B', $bindir,
-		'-s', $new->host, '-p', $node->port, '-P', $new->port,
-	],
-	'>', \$stdout, '2>', \$stderr);
-ok($ok, 'pg_upgrade succeeds with the library preloaded in both clusters')
-  or diag("pg_upgrade said:\n$stdout\n$stderr");
+pg_upgrade_ok($node, $new, 'pg_upgrade succeeds with the library preloaded in both clusters');
 $new->start;
 is($new->safe_psql('postgres', 'SELECT count(*) FROM t'), '1100',
 	'the upgraded cluster holds the rows');

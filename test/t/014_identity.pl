@@ -17,12 +17,6 @@ use SnowflakeTest;
 my $a_node;
 my $table = 'CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int)';
 
-sub refusal
-{
-	my ($node, $db) = @_;
-	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
-	return $ret == 0 ? "generated $out" : $err;
-}
 
 sub insert_rows
 {
@@ -217,11 +211,7 @@ sub upgrade_case
 	$old->stop;
 	my $new = snowflake_node("new$tag", worker_id => $worker);
 	$new->append_conf('postgresql.conf', "shared_preload_libraries = ''\n") unless $preload_during;
-	my $bindir = $new->config_data('--bindir');
-	chdir $new->basedir or die;
-	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
-		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
-		'-s', $new->host ], "pg_upgrade ($tag)");
+	pg_upgrade_ok($old, $new, "pg_upgrade ($tag)");
 	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 	$new->start;
 	# without the library preloaded, its restore loads it all the same

@@ -14,12 +14,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SnowflakeTest;
 
-sub refusal
-{
-	my ($node, $db) = @_;
-	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
-	return $ret == 0 ? 'generated' : $err;
-}
 
 sub standby_of
 {

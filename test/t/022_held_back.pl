@@ -17,12 +17,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use SnowflakeTest;
 
-sub refusal
-{
-	my ($node, $db) = @_;
-	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
-	return $ret == 0 ? 'generated' : $err;
-}
 
 sub set_worker
 {
@@ -101,11 +95,7 @@ sub upgrade
 	{
 		$new->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
 	}
-	my $bindir = $new->config_data('--bindir');
-	chdir $new->basedir or die;
-	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
-		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
-		'-s', $new->host ], "pg_upgrade ($tag)");
+	pg_upgrade_ok($old, $new, "pg_upgrade ($tag)");
 	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 	$new->start;
 	like(refusal($new), qr/IDs the cluster issued before pg_upgrade/, "after pg_upgrade ($tag), held back, saying so");
@@ -138,11 +128,7 @@ $copy->start;
 like(refusal($copy), qr/is a copy of the node with worker id 1/, 'a clone is held back');
 $copy->stop;
 my $upg = snowflake_node('upg', worker_id => 1);
-my $bindir = $upg->config_data('--bindir');
-chdir $upg->basedir or die;
-command_ok([ 'pg_upgrade', '--no-sync', '-d', $copy->data_dir, '-D', $upg->data_dir,
-	'-b', $bindir, '-B', $bindir, '-p', $copy->port, '-P', $upg->port,
-	'-s', $upg->host ], 'pg_upgrade of the clone');
+pg_upgrade_ok($copy, $upg, 'pg_upgrade of the clone');
 $upg->start;
 my ($ret, $out, $err) = $upg->psql('postgres',
 	"SELECT snowflake.snowflake_confirm_node(old_data_directory => '" . $copy->data_dir . "')");
