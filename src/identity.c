@@ -22,7 +22,9 @@
  *	  or a point-in-time restore started as a primary), another inode (a
  *	  copied directory) or another system identifier, under the worker id
  *	  recorded: a copy, held back until it gets a worker id of its own or
- *	  is confirmed as the node it was copied from;
+ *	  is confirmed as the node it was copied from.  Started with no worker
+ *	  id, it is held back under the one recorded; started with settings it
+ *	  rejects, it keeps in the file what recovery would use up;
  *	- a worker id that another system claimed: held back until it gets a
  *	  worker id of its own or is confirmed as that system's node.  Only
  *	  superusers change those claims (snowflake_workers_guard()).
@@ -56,20 +58,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/htup_details.h"
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_control.h"
+#include "catalog/pg_type_d.h"
 #include "commands/trigger.h"
+#include "executor/spi.h"
 #include "common/controldata_utils.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "replication/logicalworker.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -138,9 +145,17 @@ typedef struct IdentityShared
 
 static IdentityShared *ident = NULL;
 
+/* what a start saw that recovery may use up before a later start */
+typedef struct StartSeen
+{
+	bool		standby;
+	CopyReason	signal;
+} StartSeen;
+
 static void change_file(bool (*change) (PersistedIdentity *r, const void *arg),
 						const void *arg);
 static bool change_replayed(PersistedIdentity *r, const void *arg);
+static bool change_started(PersistedIdentity *r, const void *arg);
 
 PG_FUNCTION_INFO_V1(snowflake_identity_confirm);
 PG_FUNCTION_INFO_V1(snowflake_identity_installed);
@@ -369,15 +384,23 @@ identity_shmem_init(void)
 	r->worker = snowflake_worker_id;
 	r->status = IDENTITY_OK;
 
-	/* such a node neither reads nor writes the file */
-	ident->usable = settings_problem() == NULL;
-	if (!ident->usable)
-		return;
-
 	if (!standby && exists("backup_label"))
 		signal = COPY_BACKUP_LABEL;
 	else if (!standby && exists("recovery.signal"))
 		signal = COPY_RECOVERY_SIGNAL;
+
+	/* such a node only keeps, for a start that can use them, what it saw */
+	ident->usable = settings_problem() == NULL;
+	if (!ident->usable)
+	{
+		StartSeen	seen = {standby, signal};
+
+		if (IsBinaryUpgrade)
+			identity_upgrade_noticed();
+		else
+			change_file(change_started, &seen);
+		return;
+	}
 
 	res = persist_read_file(IDENTITY_FILE, &f, sizeof(f), &ident->writes, &problem);
 	if (res == MARK_OK && f.status > IDENTITY_INHERITED)
@@ -443,8 +466,13 @@ identity_shmem_init(void)
 		if (f.status == IDENTITY_COPY || f.status == IDENTITY_INHERITED)
 			r->worker = f.worker;
 	}
-	else if (!standby && r->worker != WORKER_ID_UNSET && r->worker == f.worker)
+	else if (!standby && f.worker != WORKER_ID_UNSET &&
+			 (r->worker == f.worker || r->worker == WORKER_ID_UNSET))
 	{
+		/*
+		 * Started with no worker id, a copy is still one: held back under
+		 * the worker id it was copied with, and released by another.
+		 */
 		if (signal == COPY_NONE && f.system_identifier != r->system_identifier)
 			signal = COPY_OTHER_SYSTEM;
 		else if (signal == COPY_NONE && f.directory_inode != r->directory_inode)
@@ -453,6 +481,7 @@ identity_shmem_init(void)
 		{
 			r->status = IDENTITY_COPY;
 			r->reason = signal;
+			r->worker = f.worker;
 		}
 	}
 
@@ -596,6 +625,10 @@ identity_require_ok(void)
 		return;
 	settle_locked(!RecoveryInProgress() && !IsParallelWorker());
 	r = ident->rec;
+	/* a copy run with no worker id: the caller says that first */
+	if (r.status == IDENTITY_COPY && r.reason != COPY_FILE_UNREADABLE &&
+		(int) (int32) pg_atomic_read_u32(&ident->configured) == WORKER_ID_UNSET)
+		return;
 	switch ((IdentityStatus) r.status)
 	{
 		case IDENTITY_OK:
@@ -775,15 +808,33 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 	}
 	if (!PG_ARGISNULL(1))
 	{
+		char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
+		struct stat st;
+
 		/* it reads a file anywhere on the server */
 		if (!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied to read another data directory's state file"),
 					 errdetail("Only roles with privileges of the \"pg_read_server_files\" role may name old_data_directory.")));
+		/* a bad argument, not a damaged file */
+		if (strlen(dir) + 1 + Max(strlen(IDENTITY_FILE), strlen(SNOWFLAKE_MARK_FILE)) >= MAXPGPATH)
+			ereport(ERROR,
+					(errcode(ERRCODE_NAME_TOO_LONG),
+					 errmsg("data directory path is too long")));
+		if (stat(dir, &st) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not access directory \"%s\": %m", dir),
+					 errhint("Name the data directory of the old cluster.")));
+		if (!S_ISDIR(st.st_mode))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"%s\" is not a directory", dir),
+					 errhint("Name the data directory of the old cluster.")));
 		memset(&old, 0, sizeof(old));
-		old_identity(text_to_cstring(PG_GETARG_TEXT_PP(1)), &old);
-		floor_id = Max(floor_id, old_mark(text_to_cstring(PG_GETARG_TEXT_PP(1))));
+		old_identity(dir, &old);
+		floor_id = Max(floor_id, old_mark(dir));
 	}
 
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
@@ -880,6 +931,37 @@ change_upgraded(PersistedIdentity *r, const void *arg)
 		return false;
 	r->status = IDENTITY_UPGRADED;
 	r->reason = COPY_NONE;
+	return true;
+}
+
+/*
+ * A start whose settings were rejected, seen from the file: a standby's
+ * directory is its own (once promoted it is compared with it, not with its
+ * primary's), and a base backup or a restore started as a primary is a
+ * copy of the node of the worker id recorded, whose backup_label or
+ * recovery.signal recovery removes before the start that can use the
+ * settings.
+ */
+static bool
+change_started(PersistedIdentity *r, const void *arg)
+{
+	const StartSeen *seen = (const StartSeen *) arg;
+	uint64		sysid = system_identifier();
+	uint64		inode = directory_inode();
+
+	if (seen->standby)
+	{
+		if (r->system_identifier == sysid && r->directory_inode == inode)
+			return false;
+		r->system_identifier = sysid;
+		r->directory_inode = inode;
+		return true;
+	}
+	if (seen->signal == COPY_NONE || r->status != IDENTITY_OK ||
+		r->worker == WORKER_ID_UNSET)
+		return false;
+	r->status = IDENTITY_COPY;
+	r->reason = seen->signal;
 	return true;
 }
 
@@ -1066,19 +1148,10 @@ identity_upgrade_noticed(void)
 	change_file(change_upgraded, NULL);
 }
 
-/*
- * Called by the trigger on snowflake_workers for each claim that arrives
- * by INSERT or COPY (a restored dump; logical replication too, which an
- * aggregator or a mesh member receives every node's claims by): another
- * system's claim of a worker id is kept once its transaction commits, and
- * holds the node back whenever that is its worker id, now or after a
- * reload.
- */
-Datum
-snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
+/* A claim of another system, kept if this transaction commits. */
+static void
+pend_claim(int32 worker, uint64 system)
 {
-	int32		worker = PG_GETARG_INT32(0);
-	uint64		system = (uint64) PG_GETARG_INT64(1);
 	static bool registered = false;
 
 	if (!registered)
@@ -1099,7 +1172,83 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 	pending[npending].level = GetCurrentTransactionNestLevel();
 	pending[npending].added = false;
 	npending++;
+}
+
+/*
+ * Called by the trigger on snowflake_workers for each claim that arrives
+ * by INSERT or COPY (a restored dump; logical replication too, which an
+ * aggregator or a mesh member receives every node's claims by): another
+ * system's claim of a worker id is kept once its transaction commits, and
+ * holds the node back whenever that is its worker id, now or after a
+ * reload.
+ */
+Datum
+snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
+{
+	pend_claim(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1));
 	PG_RETURN_VOID();
+}
+
+/*
+ * A claim that a restore (INSERT or COPY in a backend) brings for a worker
+ * id this system already claimed in the table: the dump of another
+ * system's node of that worker id, restored into a cluster that claimed it
+ * first.  It is kept as an arriving claim is, and left out of the table,
+ * where this system's claim stands, so that the restore goes on rather
+ * than failing on the key with the claim lost.  Logical replication's
+ * apply still fails on the key: that is how two members of a mesh that
+ * claim one worker id are found.
+ */
+static bool
+claim_meets_own(TriggerData *trigdata)
+{
+	Relation	rel = trigdata->tg_relation;
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			wcol = SPI_fnumber(desc, "worker_id");
+	int			scol = SPI_fnumber(desc, "system_identifier");
+	Datum		worker;
+	Datum		system;
+	bool		isnull;
+	bool		own;
+	Oid			argtypes[1] = {INT4OID};
+	char	   *query;
+
+	if (wcol <= 0 || scol <= 0)
+		return false;
+	worker = heap_getattr(trigdata->tg_trigtuple, wcol, desc, &isnull);
+	if (isnull)
+		return false;
+	system = heap_getattr(trigdata->tg_trigtuple, scol, desc, &isnull);
+	if (isnull)
+		return false;
+
+	query = psprintf("SELECT system_identifier FROM %s WHERE worker_id OPERATOR(pg_catalog.=) $1",
+					 quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												RelationGetRelationName(rel)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(query, 1, argtypes, &worker, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_with_args failed");
+	own = false;
+	if (SPI_processed == 1)
+	{
+		Datum		claimant = SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1, &isnull);
+
+		own = !isnull && (uint64) DatumGetInt64(claimant) == GetSystemIdentifier();
+	}
+	SPI_finish();
+	if (!own)
+		return false;
+	if ((uint64) DatumGetInt64(system) != GetSystemIdentifier())
+	{
+		pend_claim(DatumGetInt32(worker), (uint64) DatumGetInt64(system));
+		ereport(WARNING,
+				(errmsg("snowflake: the claim of worker id %d by system " UINT64_FORMAT " is kept aside, as this system claimed that worker id here",
+						DatumGetInt32(worker), (uint64) DatumGetInt64(system)),
+				 errdetail("A server whose worker id another system claimed generates no IDs under it until it is told which node it is.")));
+	}
+	return true;
 }
 
 /*
@@ -1111,6 +1260,8 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
  * replication's apply too, where superuser() asks about the role the
  * change is applied as (the table's owner; the subscription's owner with
  * run_as_owner, and before PostgreSQL 16), as the privilege checks do.
+ * A restore's claim of a worker id this system claimed is kept aside
+ * (claim_meets_own()).
  */
 Datum
 snowflake_workers_guard(PG_FUNCTION_ARGS)
@@ -1148,6 +1299,9 @@ snowflake_workers_guard(PG_FUNCTION_ARGS)
 	}
 
 	if (!TRIGGER_FIRED_FOR_ROW(event))
+		return PointerGetDatum(NULL);
+	if (TRIGGER_FIRED_BY_INSERT(event) && !IsLogicalWorker() &&
+		claim_meets_own(trigdata))
 		return PointerGetDatum(NULL);
 	if (TRIGGER_FIRED_BY_UPDATE(event))
 		return PointerGetDatum(trigdata->tg_newtuple);

@@ -26,6 +26,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/fmgrprotos.h"
+#include "utils/syscache.h"
 
 #include "persist.h"
 #include "settings.h"
@@ -242,6 +243,11 @@ snowflake_node_nextval(PG_FUNCTION_ARGS)
 	int64		node = generator_require_ready();
 	int64		value;
 
+	/* nextval() reports an OID that names nothing as an internal error */
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(seq)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", seq)));
 	if (node > NODE_ID_NODE_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

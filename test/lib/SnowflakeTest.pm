@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
-  refusal pg_upgrade_ok);
+  refusal set_worker pg_upgrade_ok);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -140,6 +140,18 @@ sub refusal
 	my ($node, $db) = @_;
 	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
 	return $ret == 0 ? 'generated' : $err;
+}
+
+# set_worker(NODE, WORKER): snowflake.worker_id by ALTER SYSTEM and a
+# reload, waited for.
+sub set_worker
+{
+	my ($node, $worker) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.worker_id = $worker");
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '$worker'")
+	  or die "worker id $worker did not take";
+	return;
 }
 
 # pg_upgrade_ok(OLD, NEW, NAME): pg_upgrade from OLD's stopped data

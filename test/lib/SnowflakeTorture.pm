@@ -51,6 +51,7 @@ my @event_kinds = qw(
   extension-recreated second-database bad-setting-before-first-id
   pg_upgrade pg_upgrade-without-preload dump-restore clone pitr
   hint-settings hint-layout hint-clock hint-keeper
+  copy-first-start promote-while-rejected restore-after-claim
 );
 
 sub event_kinds { return @event_kinds; }
@@ -1029,7 +1030,10 @@ sub repair_if_refused
 	if ($ret == 0)
 	{
 		$m->{file_broken} = 0;
-		# the repaired state is the floor given, or what the node held
+		# the repaired state is the floor given, or what the node held,
+		# and the damaged file took the layout it was in with it: the new
+		# file is the layout's in force, whatever layout made the floor
+		$m->{hi_layout} = $h->{layout};
 		unclean($h);
 	}
 	else
@@ -1347,7 +1351,7 @@ sub expect_held_back
 # source dies first).
 sub lifecycle_op
 {
-	my ($h, $node, $how) = @_;
+	my ($h, $node, $how, $first) = @_;
 	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr');
 	my $name = "l$h->{seed}_" . $h->{backup}++;
 	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
@@ -1367,9 +1371,17 @@ sub lifecycle_op
 	if ($how eq 'clone' || $how eq 'pitr')
 	{
 		my $replace = rand() < 0.5;
+		# its first start may be with a setting it rejects or with no
+		# worker id, fixed after; recovery uses up its backup_label and
+		# recovery.signal at that start all the same
+		$first //= pick('', '', '', 'rejected', 'unset');
+		my %first = (rejected => [ "snowflake.tpyo = 1", qr/snowflake cannot generate IDs: "snowflake.tpyo"/ ],
+			unset => [ "snowflake.worker_id = -1", qr/snowflake.worker_id is not set/ ]);
 		say_op($h, ($how eq 'clone' ? 'clone: a base backup started as a primary' :
 					'PITR: a base backup restored to its end, started as a primary') .
-			   ($replace ? ', replacing the node' : ', given worker 99'));
+			   ($replace ? ', replacing the node' : ', given worker 99') .
+			   (!$first ? '' : $first eq 'rejected' ? ', first started with a setting it rejects' :
+				 ', first started with no worker id'));
 		take_backup($h, $node, $name) or return;
 		my $copy = PostgreSQL::Test::Cluster->new($name);
 		$copy->init_from_backup($node, $name);
@@ -1380,6 +1392,7 @@ sub lifecycle_op
 			open my $fh, '>', $copy->data_dir . '/recovery.signal' or die;
 			close $fh;
 		}
+		$copy->append_conf('postgresql.conf', "$first{$first}[0]\n") if $first;
 		# the copy is judged as a copy; the node goes on as it was
 		$m->{identity} = 'copy';
 		my $started = start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy);
@@ -1387,6 +1400,38 @@ sub lifecycle_op
 		{
 			$m->{identity} = 'ok';
 			return violation($h, "$how: the copy did not start");
+		}
+		if ($first)
+		{
+			kind($h, 'copy-first-start');
+			($ret, $out, $err) = try_sql($copy, 'SELECT snowflake_nextval()');
+			return violation($h, "$how: generated $out at its first start, with $first{$first}[0]")
+			  if $ret == 0;
+			violation($h, "$how: at its first start, with $first{$first}[0], refused for another reason: $err")
+			  unless $err =~ $first{$first}[1];
+			# the fix: the line goes, and a restart or a reload takes it
+			my $file = $copy->data_dir . '/postgresql.conf';
+			my $text = slurp_file($file);
+			$text =~ s/^\Q$first{$first}[0]\E\n//m;
+			open my $fh, '>', $file or die "cannot write $file: $!";
+			print $fh $text;
+			close $fh;
+			if ($first eq 'rejected')
+			{
+				stop_node($h, $copy, 'fast');
+				start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy)
+				  or return violation($h, "$how: the copy did not start again");
+			}
+			else
+			{
+				$copy->reload;
+				for (1 .. 100)
+				{
+					my (undef, $w) = try_sql($copy, "SELECT current_setting('snowflake.worker_id')");
+					last if $w eq $h->{worker};
+					select(undef, undef, undef, 0.1);
+				}
+			}
 		}
 		expect_held_back($h, $copy, $how);
 		if (!$replace)
@@ -1463,7 +1508,11 @@ sub lifecycle_op
 	}
 	else
 	{
-		say_op($h, 'dump, restored into a new cluster with the same worker id');
+		# the new cluster may have claimed the worker id first, as README
+		# tells a node to before its first write
+		$first //= pick('', '', 'claimed');
+		say_op($h, 'dump, restored into a new cluster with the same worker id' .
+			  ($first ? ', which claimed it first' : ''));
 		# README: a node claims its worker id; the claim travels in the dump
 		my $ctx = ctx_now($h);
 		($ret, $out, $err) = try_sql($node, 'SELECT worker_id FROM snowflake_claim_worker()');
@@ -1481,10 +1530,18 @@ sub lifecycle_op
 		return violation($h, "pg_dump failed: $err $@") unless $ok;
 		hard_kill($node);
 		start_node($h, $new, $h->{offset_ms}) or return violation($h, 'the new cluster did not start');
+		if ($first)
+		{
+			kind($h, 'restore-after-claim');
+			($ret, $out, $err) = try_sql($new, 'CREATE EXTENSION snowflake; SELECT worker_id FROM snowflake_claim_worker()');
+			return violation($h, "the new cluster did not claim its worker id: $err") if $ret != 0;
+		}
 		$ok = eval {
-			IPC::Run::run([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('postgres'), $dump ],
+			IPC::Run::run([ 'pg_restore', $first ? () : ('--exit-on-error'), '-d', $new->connstr('postgres'), $dump ],
 				'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(120));
 		};
+		# into a database that has the extension: only its schema is in the way
+		$ok = 1 if $first && !$@ && !grep { /error/ && !/already exists|errors ignored on restore: 1$/ && !/^Command was/ } split /\n/, $err;
 		return violation($h, "pg_restore failed: $err $@") unless $ok;
 		$floor_sql = "SELECT snowflake_confirm_node(above => $hwm)";
 		$identity = 'inherited';
@@ -1805,9 +1862,51 @@ sub forced
 	}
 	return standby_op($h, $node, $standby{$k}) if $standby{$k};
 	return lifecycle_op($h, $node, $k) if $k =~ /^(pg_upgrade|pg_upgrade-without-preload|dump-restore|clone|pitr)$/;
+	if ($k eq 'restore-after-claim')
+	{
+		working($h, $node);
+		return lifecycle_op($h, $node, 'dump-restore', 'claimed');
+	}
+	if ($k eq 'copy-first-start')
+	{
+		working($h, $node);
+		return lifecycle_op($h, $node, pick('clone', 'pitr'), pick('rejected', 'unset'));
+	}
+	if ($k eq 'promote-while-rejected')
+	{
+		# a standby made while the node's layout is rejected replays with
+		# it rejected from its first start, is promoted so, and is fixed
+		# then: it is its primary's node, with no other step
+		working($h, $node);
+		drop_standbys($h);
+		restart($h, $node, 'layout', 'broken');
+		kind($h, 'promote-while-rejected');
+		standby_op($h, $h->{node}, 'promote');
+		return burst($h, $h->{node}, during => 'nothing', follow => 1);
+	}
 	return recreate_extension($h, $node) if $k eq 'extension-recreated';
 	return preload_removed($h, $node) if $k eq 'preload-removed';
-	working($h, $node) if $k =~ /^hint-/;
+	if ($k =~ /^hint-/)
+	{
+		# a refusal for another cause on the way takes its own step, and
+		# the case is played again
+		my $before = $h->{kinds}{$k} // 0;
+		for (1 .. 2)
+		{
+			hint_case($h, $h->{node}, $k);
+			last if ($h->{kinds}{$k} // 0) > $before;
+		}
+		return;
+	}
+	die "no way to force event kind $k";
+}
+
+# A hint's case: a node that generates meets the refusal, and the step of
+# its hint is taken.
+sub hint_case
+{
+	my ($h, $node, $k) = @_;
+	working($h, $node);
 	if ($k eq 'hint-settings')
 	{
 		restart($h, $node, 'layout', 'broken');
@@ -1846,7 +1945,7 @@ sub forced
 		set_offset($node, $h->{offset_ms});
 		return burst($h, $node, during => 'nothing', n => 1, single => 1, follow => 1);
 	}
-	die "no way to force event kind $k";
+	return;
 }
 
 1;

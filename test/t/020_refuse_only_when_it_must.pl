@@ -207,10 +207,7 @@ for my $case ('not preloaded', 'worker id not set')
 sub set_worker_and_check
 {
 	my ($d, $worker) = @_;
-	$d->append_conf('postgresql.conf', "snowflake.worker_id = $worker\n");
-	$d->reload;
-	$d->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '$worker'")
-	  or die 'the reload did not take';
+	set_worker($d, $worker);
 	is(refusal($d), 'generated', "a claim of worker $worker rolled back holds nothing back");
 	return;
 }

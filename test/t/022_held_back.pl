@@ -18,16 +18,6 @@ use Test::More;
 use SnowflakeTest;
 
 
-sub set_worker
-{
-	my ($node, $worker) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.worker_id = $worker");
-	$node->reload;
-	$node->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '$worker'")
-	  or die "worker id $worker did not take";
-	return;
-}
-
 my $table = 'CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval())';
 my $src = snowflake_node('src', worker_id => 1, allows_streaming => 1);
 $src->start;

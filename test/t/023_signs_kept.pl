@@ -1,0 +1,176 @@
+# What a start sees that recovery then uses up, or a worker id it runs
+# without for a while, is kept for the start that can use it: a base backup
+# restored in place and started with a setting it rejects, or a clone
+# started with no worker id, is still a copy of its source once fixed; a
+# standby promoted while a setting was rejected is its primary's node once
+# fixed, with no step.  A dump restored into a cluster that claimed the
+# same worker id first brings its claim all the same, and the restore goes
+# on.  Each refusal names what it found and its hint's step releases it;
+# bad arguments are refused as such.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+# a setting the node rejects at start, and the fix: the line removed
+sub typo
+{
+	my ($node) = @_;
+	$node->append_conf('postgresql.conf', "snowflake.tpyo = 1\n");
+	return;
+}
+
+sub fix_typo
+{
+	my ($node) = @_;
+	my $file = $node->data_dir . '/postgresql.conf';
+	my $conf = slurp_file($file);
+	$conf =~ s/^snowflake\.tpyo.*$//mg;
+	open my $fh, '>', $file or die "cannot write $file: $!";
+	print $fh $conf;
+	close $fh;
+	return;
+}
+
+# A copy of worker 1 started from a base backup: refused as one, naming
+# it, until the hint's step, a worker id of its own.
+sub copy_until_own
+{
+	my ($node, $worker, $what) = @_;
+	my $err = refusal($node);
+	like($err, qr/snowflake data directory is a copy of the node with worker id 1/,
+		"$what, it is a copy of worker 1");
+	like($err, qr/DETAIL:  It was started from a base backup/, "$what, naming the base backup it started from");
+	set_worker($node, $worker);
+	is(refusal($node), 'generated', "$what, a worker id of its own releases it");
+	return;
+}
+
+my $rejected = qr/snowflake cannot generate IDs: "snowflake.tpyo" is not a snowflake setting/;
+my $table = 'CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval())';
+
+# 1. A point-in-time restore in place (the same directory, so the same
+# inode), started first with a rejected setting: recovery uses up
+# backup_label, and the start with the setting fixed still knows the
+# directory is a copy from before IDs its node issued since.
+my $p = snowflake_node('p', worker_id => 1, allows_streaming => 1);
+$p->start;
+$p->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+$p->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+$p->backup('b1');
+$p->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 1000)');
+my $max = $p->safe_psql('postgres', 'SELECT max(id) FROM t');
+$p->stop;
+my $pgdata = $p->data_dir;
+my $ino = (stat $pgdata)[1];
+opendir my $dh, $pgdata or die;
+for my $entry (grep { !/^\.\.?$/ } readdir $dh)
+{
+	PostgreSQL::Test::Utils::system_or_bail('rm', '-rf', "$pgdata/$entry");
+}
+closedir $dh;
+PostgreSQL::Test::Utils::system_or_bail('cp', '-a', $p->backup_dir . '/b1/.', $pgdata);
+is((stat $pgdata)[1], $ino, 'the backup is restored into the same directory');
+typo($p);
+$p->start;
+like(refusal($p), $rejected, 'started with a rejected setting, it refuses, naming the setting');
+ok(!-e "$pgdata/backup_label", 'recovery used up backup_label meanwhile');
+fix_typo($p);
+$p->restart;
+copy_until_own($p, 6, 'the setting fixed');
+$p->stop;
+
+# 2. A clone started with no worker id, then given its source's by a
+# reload: still a copy of it; another releases it.
+my $src = snowflake_node('src', worker_id => 1, allows_streaming => 1);
+$src->start;
+$src->safe_psql('postgres', "CREATE EXTENSION snowflake; $table; SELECT snowflake_claim_worker('src')");
+$src->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+$src->backup('b2');
+my $clone = PostgreSQL::Test::Cluster->new('clone');
+$clone->init_from_backup($src, 'b2');
+$clone->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
+$clone->start;
+like(refusal($clone), qr/snowflake.worker_id is not set/, 'a clone with no worker id says that first');
+set_worker($clone, 1);
+copy_until_own($clone, 7, 'given its source\'s worker id');
+$clone->stop;
+
+# 3. A dump of the node of worker 1 restored into a cluster that runs with
+# worker id 1 and claimed it first: the restore goes on, this system's
+# claim stands in the table, and the other's holds the node back.
+$src->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 100)');
+$max = $src->safe_psql('postgres', 'SELECT max(id) FROM t');
+my $dump = $src->basedir . '/db.dump';
+command_ok([ 'pg_dump', '-Fc', '-d', $src->connstr('postgres'), '-f', $dump ], 'pg_dump');
+my $dst = snowflake_node('dst', worker_id => 1);
+$dst->start;
+$dst->safe_psql('postgres', 'CREATE DATABASE app');
+$dst->safe_psql('app', "CREATE EXTENSION snowflake; SELECT snowflake_claim_worker('dst')");
+my ($ret, $out, $err);
+($out, $err) = run_command([ 'pg_restore', '-d', $dst->connstr('app'), $dump ]);
+unlike($err, qr/snowflake_workers_pkey/, 'the claim does not fail the restore on the key');
+is($dst->safe_psql('app', 'SELECT count(*) FROM t'), '200', 'the rows are restored');
+is($dst->safe_psql('app', 'SELECT node_name FROM snowflake.snowflake_workers WHERE worker_id = 1'),
+	'dst', 'this system\'s claim stands in the table');
+$err = refusal($dst, 'app');
+like($err, qr/snowflake worker id 1 is claimed by another system/, 'the node is held back, saying why');
+my $srcsys = $src->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+like($err, qr/A claim by system $srcsys arrived/, 'naming the system whose dump it was');
+$dst->safe_psql('app', "SELECT snowflake.snowflake_confirm_node(above => $max)");
+$dst->safe_psql('app', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
+is($dst->safe_psql('app', "SELECT count(*) FROM t WHERE id > $max"), '10',
+	'the hint\'s step releases it, above the restored IDs');
+# the same claim by INSERT ... ON CONFLICT DO NOTHING (pg_dump --inserts
+# --on-conflict-do-nothing), in another database
+$dst->safe_psql('postgres', 'CREATE DATABASE app2');
+$dst->safe_psql('app2', "CREATE EXTENSION snowflake; SELECT snowflake_claim_worker('dst')");
+$dst->safe_psql('app2', "INSERT INTO snowflake.snowflake_workers VALUES (1, $srcsys, 'src', now())
+	ON CONFLICT DO NOTHING");
+like(refusal($dst, 'app2'), qr/snowflake worker id 1 is claimed by another system/,
+	'a claim skipped by ON CONFLICT DO NOTHING holds it back too');
+# a claim rolled back holds nothing back
+$dst->safe_psql('app2', "SELECT snowflake.snowflake_confirm_node(above => $max)");
+$dst->safe_psql('app2', "BEGIN; INSERT INTO snowflake.snowflake_workers VALUES (1, $srcsys, 'src', now()); ROLLBACK");
+is(refusal($dst, 'app2'), 'generated', 'one rolled back holds nothing back');
+$dst->stop;
+
+# 4. Bad arguments are refused as such, not as internal errors or damage.
+my @verbose = (extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+($ret, $out, $err) = $src->psql('postgres', 'SELECT snowflake_node_nextval(0)', @verbose);
+like($err, qr/ERROR:  42P01: relation with OID 0 does not exist/, 'an OID that names nothing');
+($ret, $out, $err) = $src->psql('postgres',
+	"SELECT snowflake_confirm_node(old_data_directory => '$pgdata/PG_VERSION')", @verbose);
+like($err, qr/ERROR:  22023: ".*PG_VERSION" is not a directory/, 'a file named as the old data directory');
+($ret, $out, $err) = $src->psql('postgres',
+	"SELECT snowflake_confirm_node(old_data_directory => repeat('x', 2000))", @verbose);
+like($err, qr/ERROR:  42622: data directory path is too long/, 'a path too long');
+($ret, $out, $err) = $src->psql('postgres',
+	"SELECT snowflake_confirm_node(old_data_directory => '$pgdata/nothing')", @verbose);
+like($err, qr/ERROR:  58P01: could not access directory/, 'a directory that does not exist');
+
+# 5. A standby that replayed with a rejected setting, promoted while it was
+# still rejected, then fixed: it is its primary's node, and generates
+# above every ID its primary issued, with no step.
+$src->backup('b3');
+my $sb = PostgreSQL::Test::Cluster->new('sb');
+$sb->init_from_backup($src, 'b3', has_streaming => 1);
+typo($sb);
+$sb->start;
+$src->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 1000)');
+$max = $src->safe_psql('postgres', 'SELECT max(id) FROM t');
+$src->wait_for_catchup($sb);
+$src->stop('immediate');
+$sb->promote;
+like(refusal($sb), $rejected, 'promoted with the setting still rejected, it refuses, naming it');
+fix_typo($sb);
+$sb->restart;
+is(refusal($sb), 'generated', 'the setting fixed, it generates with no other step');
+$sb->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
+is($sb->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max"), '10',
+	'above every ID its primary issued');
+$sb->stop;
+
+done_testing();
