@@ -154,6 +154,8 @@ typedef struct StartSeen
 
 static void change_file(bool (*change) (PersistedIdentity *r, const void *arg),
 						const void *arg);
+static void change_file_locked(bool (*change) (PersistedIdentity *r, const void *arg),
+							   const void *arg);
 static bool change_replayed(PersistedIdentity *r, const void *arg);
 static bool change_started(PersistedIdentity *r, const void *arg);
 
@@ -301,14 +303,13 @@ settle(bool log, int elevel)
 	}
 
 	/*
-	 * The worker id in force is recorded, so that a later copy is compared
-	 * with it; a node held back keeps the one it is held back under, whatever
-	 * worker id it runs with meanwhile (unset, say).
+	 * The worker id last set is recorded, so that a later copy is compared
+	 * with it: run with none for a while, the node is still that worker id's,
+	 * and so is a copy made meanwhile.  A node held back keeps the one it is
+	 * held back under, whatever worker id it runs with meanwhile.
 	 */
-	held_under = !changed &&
-		(r->status == IDENTITY_COPY ||
-		 (r->status == IDENTITY_INHERITED && worker == WORKER_ID_UNSET));
-	if (r->worker != worker && !held_under)
+	held_under = !changed && r->status == IDENTITY_COPY;
+	if (r->worker != worker && worker != WORKER_ID_UNSET && !held_under)
 	{
 		if (r->status == IDENTITY_INHERITED)
 			r->other_system = 0;	/* another claimed worker id */
@@ -481,9 +482,12 @@ identity_shmem_init(void)
 		{
 			r->status = IDENTITY_COPY;
 			r->reason = signal;
-			r->worker = f.worker;
 		}
 	}
+
+	/* run with no worker id, it is still the node of the one it had */
+	if (res == MARK_OK && r->worker == WORKER_ID_UNSET)
+		r->worker = f.worker;
 
 	if (!ident->keep_file)
 		(void) persist_write_file(IDENTITY_FILE, r, sizeof(*r), &ident->writes, WARNING);
@@ -595,7 +599,7 @@ identity_replay(const void *data, Size len)
 	if (!ident->usable)
 	{
 		/* kept in the file for the start whose settings it can trust */
-		change_file(change_replayed, &p);
+		change_file_locked(change_replayed, &p);
 		return;
 	}
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
@@ -914,6 +918,22 @@ change_file(bool (*change) (PersistedIdentity *r, const void *arg), const void *
 		(void) persist_write_file(IDENTITY_FILE, &r, sizeof(r), &writes, WARNING);
 }
 
+/*
+ * change_file() in a backend or the startup process: where shared memory
+ * is there (settings unusable), under its lock, so that two changes at
+ * once (two claims committing) do not lose one.
+ */
+static void
+change_file_locked(bool (*change) (PersistedIdentity *r, const void *arg),
+				   const void *arg)
+{
+	if (ident != NULL)
+		LWLockAcquire(ident->lock, LW_EXCLUSIVE);
+	change_file(change, arg);
+	if (ident != NULL)
+		LWLockRelease(ident->lock);
+}
+
 static bool
 change_installed(PersistedIdentity *r, const void *arg)
 {
@@ -1041,7 +1061,7 @@ static void
 change_claims_at(bool (*change) (PersistedIdentity *r, const void *arg), int elevel)
 {
 	if (!usable())
-		change_file(change, NULL);
+		change_file_locked(change, NULL);
 	else
 	{
 		LWLockAcquire(ident->lock, LW_EXCLUSIVE);
@@ -1120,7 +1140,7 @@ snowflake_identity_installed(PG_FUNCTION_ARGS)
 {
 	if (!usable())
 	{
-		change_file(change_installed, NULL);
+		change_file_locked(change_installed, NULL);
 		PG_RETURN_VOID();
 	}
 	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
@@ -1190,14 +1210,15 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 }
 
 /*
- * A claim that a restore (INSERT or COPY in a backend) brings for a worker
- * id this system already claimed in the table: the dump of another
- * system's node of that worker id, restored into a cluster that claimed it
- * first.  It is kept as an arriving claim is, and left out of the table,
- * where this system's claim stands, so that the restore goes on rather
- * than failing on the key with the claim lost.  Logical replication's
- * apply still fails on the key: that is how two members of a mesh that
- * claim one worker id are found.
+ * Another system's claim that a restore (INSERT or COPY in a backend)
+ * brings for a worker id this system already claimed in the table: the
+ * dump of another system's node of that worker id, restored into a
+ * cluster that claimed it first.  It is kept as an arriving claim is, and
+ * left out of the table, where this system's claim stands, so that the
+ * restore goes on rather than failing on the key with the claim lost (or
+ * skipped by ON CONFLICT, whose DO UPDATE it leaves undone too, with the
+ * WARNING).  Logical replication's apply still fails on the key: that is
+ * how two members of a mesh that claim one worker id are found.
  */
 static bool
 claim_meets_own(TriggerData *trigdata)
@@ -1219,7 +1240,8 @@ claim_meets_own(TriggerData *trigdata)
 	if (isnull)
 		return false;
 	system = heap_getattr(trigdata->tg_trigtuple, scol, desc, &isnull);
-	if (isnull)
+	/* this system's own claim again (its own dump) meets the key as before */
+	if (isnull || (uint64) DatumGetInt64(system) == GetSystemIdentifier())
 		return false;
 
 	query = psprintf("SELECT system_identifier FROM %s WHERE worker_id OPERATOR(pg_catalog.=) $1",
@@ -1240,14 +1262,11 @@ claim_meets_own(TriggerData *trigdata)
 	SPI_finish();
 	if (!own)
 		return false;
-	if ((uint64) DatumGetInt64(system) != GetSystemIdentifier())
-	{
-		pend_claim(DatumGetInt32(worker), (uint64) DatumGetInt64(system));
-		ereport(WARNING,
-				(errmsg("snowflake: the claim of worker id %d by system " UINT64_FORMAT " is kept aside, as this system claimed that worker id here",
-						DatumGetInt32(worker), (uint64) DatumGetInt64(system)),
-				 errdetail("A server whose worker id another system claimed generates no IDs under it until it is told which node it is.")));
-	}
+	pend_claim(DatumGetInt32(worker), (uint64) DatumGetInt64(system));
+	ereport(WARNING,
+			(errmsg("snowflake: the claim of worker id %d by system " UINT64_FORMAT " is kept aside, as this system claimed that worker id here",
+					DatumGetInt32(worker), (uint64) DatumGetInt64(system)),
+			 errdetail("A server whose worker id another system claimed generates no IDs under it until it is told which node it is.")));
 	return true;
 }
 

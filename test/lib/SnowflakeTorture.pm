@@ -1232,6 +1232,8 @@ sub standby_op
 		# refusals there are judged as the primary's: it is that node now
 		my $ctx = ctx_now($h);
 		my ($ret, $out, $err) = try_sql($new, 'SELECT snowflake_nextval()');
+		# the call may wait for the clock, within the policy
+		$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
 		if ($ret == 0)
 		{
 			check_ids($h, [ [$out] ], 'promoted', $ctx);
@@ -1566,7 +1568,8 @@ sub lifecycle_op
 		$m->{identity} = 'ok';
 		$h->{issued_since_start} = 0;
 		# the new cluster's state is the floor given: a reservation or
-		# the old node's exact last ID
+		# the old node's exact last ID, written in the layout in force
+		$m->{hi_layout} = $h->{layout};
 		unclean($h);
 	}
 	else

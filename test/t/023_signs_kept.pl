@@ -1,7 +1,8 @@
 # What a start sees that recovery then uses up, or a worker id it runs
 # without for a while, is kept for the start that can use it: a base backup
 # restored in place and started with a setting it rejects, or a clone
-# started with no worker id, is still a copy of its source once fixed; a
+# started with no worker id, is still a copy of its source once fixed, and
+# so is one taken while its source ran with no worker id; a
 # standby promoted while a setting was rejected is its primary's node once
 # fixed, with no step.  A dump restored into a cluster that claimed the
 # same worker id first brings its claim all the same, and the restore goes
@@ -98,6 +99,21 @@ set_worker($clone, 1);
 copy_until_own($clone, 7, 'given its source\'s worker id');
 $clone->stop;
 
+# A base backup taken while its source ran with no worker id for a while:
+# still a copy of the worker id the source had, and has again.
+set_worker($src, -1);
+$src->safe_psql('postgres', 'CHECKPOINT');
+$src->backup('b2u');
+set_worker($src, 1);
+my $clone2 = PostgreSQL::Test::Cluster->new('clone2');
+$clone2->init_from_backup($src, 'b2u');
+$clone2->start;
+# its configuration came with the backup: no worker id
+like(refusal($clone2), qr/snowflake.worker_id is not set/, 'a clone taken then has no worker id either');
+set_worker($clone2, 1);
+copy_until_own($clone2, 8, 'taken while its source had no worker id, then given it');
+$clone2->stop;
+
 # 3. A dump of the node of worker 1 restored into a cluster that runs with
 # worker id 1 and claimed it first: the restore goes on, this system's
 # claim stands in the table, and the other's holds the node back.
@@ -131,6 +147,11 @@ $dst->safe_psql('app2', "INSERT INTO snowflake.snowflake_workers VALUES (1, $src
 	ON CONFLICT DO NOTHING");
 like(refusal($dst, 'app2'), qr/snowflake worker id 1 is claimed by another system/,
 	'a claim skipped by ON CONFLICT DO NOTHING holds it back too');
+# this system's own claim, by an upsert, is changed as asked
+is($dst->safe_psql('app2', "INSERT INTO snowflake.snowflake_workers
+	VALUES (1, (SELECT system_identifier FROM pg_control_system()), 'renamed', now())
+	ON CONFLICT (worker_id) DO UPDATE SET node_name = EXCLUDED.node_name RETURNING node_name"),
+	'renamed', 'an upsert of this system\'s own claim changes it');
 # a claim rolled back holds nothing back
 $dst->safe_psql('app2', "SELECT snowflake.snowflake_confirm_node(above => $max)");
 $dst->safe_psql('app2', "BEGIN; INSERT INTO snowflake.snowflake_workers VALUES (1, $srcsys, 'src', now()); ROLLBACK");
