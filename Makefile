@@ -15,7 +15,7 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o
+	src/identity.o src/node.o
 # every install and update script, by name (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext)
 DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.2.sql \
@@ -42,7 +42,7 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/state.h src/wal.h \
-	src/identity.h
+	src/identity.h src/node.h
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

@@ -1,0 +1,465 @@
+/*-------------------------------------------------------------------------
+ *
+ * node.c
+ *	  What the node knows: its state and the reason for it, the one durable
+ *	  record that holds them, and every refusal the node makes.
+ *
+ * The state, as snowflake_status shows it:
+ *
+ *	state			reasons								released by
+ *	ready			-									(generates)
+ *	held_copy		backup_label, recovery_signal,		a worker id of its own, or
+ *					other_directory, other_system,		confirm_node() with a floor
+ *					record_damaged
+ *	held_floor		never_installed, new_as_standby,	confirm_node() with a floor
+ *					upgraded
+ *	held_claimed	claimed_elsewhere, worker_retired	a worker id of its own, or
+ *														confirm_node() with a floor
+ *	held_file		record_unreadable,					the file made readable and a
+ *					state_unreadable					restart
+ *	broken			state_damaged, state_beyond_layout	repair_state() (or the old
+ *														layout back)
+ *	starting		-									the keeper applies the floor
+ *	disabled		settings_rejected, binary_upgrade	the settings fixed and a
+ *														restart; pg_upgrade's end
+ *
+ * The first four are durable: the record keeps them, and only these
+ * events change them (identity.c makes each change):
+ *
+ *	from			event								to
+ *	any				start: backup_label, recovery.signal held_copy
+ *					or another directory or system
+ *					under the worker id recorded
+ *	any				start: neither file, or pg_upgrade	held_floor
+ *	held_floor		an install script ran (never_inst.)	ready
+ *	ready			another system's claim of the		held_claimed
+ *					worker id in force arrives, or a
+ *					reload to a claimed one
+ *	ready			promoted with the worker id its		held_claimed
+ *					primary gave up (worker_retired)
+ *	held_copy,		a reload to a worker id of its own	ready
+ *	held_claimed	(not the copy's, not claimed, not
+ *					given up)
+ *	held_*			confirm_node() with a floor			ready
+ *	any				(standby) its primary's record		the primary's
+ *					replayed
+ *
+ * The others come from what the start found or what the mark says, and the
+ * state shown is the first that holds: disabled, held_file, a durable hold,
+ * broken, starting, ready.  So a copy whose state file is also damaged
+ * shows held_copy, and once given a worker id of its own, broken.
+ *
+ * Every change of the record is made on a copy, made durable (node_save()),
+ * and only then put in shared memory and published; a write that fails
+ * changes nothing.  The record is written whole to snowflake.state, and to
+ * snowflake.identity whenever the node's part changes, so that either file
+ * alone keeps a hold.
+ *
+ * This file uses persist.c and the settings; identity.c, mark.c and the
+ * generator use it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/shmem.h"
+
+#include "node.h"
+#include "persist.h"
+#include "settings.h"
+
+NodeShared *node_shared = NULL;
+
+/* each reason's state, name and SQLSTATE */
+typedef struct ReasonRow
+{
+	NodeState	state;
+	const char *name;
+	int			sqlstate;
+} ReasonRow;
+
+#define SF_SQLSTATE(n)	MAKE_SQLSTATE('5', '5', 'S', '0', n)
+
+static const ReasonRow reasons[NUM_REASONS] = {
+	[REASON_NONE] = {NODE_READY, NULL, 0},
+	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1')},
+	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1')},
+	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1')},
+	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1')},
+	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1')},
+	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2')},
+	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2')},
+	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2')},
+	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3')},
+	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3')},
+	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR},
+	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR},
+	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED},
+	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4')},
+	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION},
+	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9')},
+	[REASON_LAYOUT_BELOW] = {NODE_READY, "layout_below", SF_SQLSTATE('4')},
+	[REASON_CLOCK_BACK] = {NODE_READY, "clock_back", SF_SQLSTATE('5')},
+	[REASON_AHEAD_OF_CLOCK] = {NODE_READY, "ahead_of_clock", SF_SQLSTATE('6')},
+	[REASON_TICK_USED_UP] = {NODE_READY, "tick_used_up", SF_SQLSTATE('7')},
+	[REASON_KEEPER_LATE] = {NODE_READY, "keeper_late", SF_SQLSTATE('8')},
+};
+
+static const char *const state_names[] = {
+	[NODE_READY] = "ready",
+	[NODE_HELD_COPY] = "held_copy",
+	[NODE_HELD_FLOOR] = "held_floor",
+	[NODE_HELD_CLAIMED] = "held_claimed",
+	[NODE_HELD_FILE] = "held_file",
+	[NODE_BROKEN] = "broken",
+	[NODE_STARTING] = "starting",
+	[NODE_DISABLED] = "disabled",
+};
+
+const char *
+node_state_name(NodeState s)
+{
+	return state_names[s];
+}
+
+const char *
+node_reason_name(NodeReason r)
+{
+	return r > REASON_NONE && r < NUM_REASONS ? reasons[r].name : NULL;
+}
+
+NodeState
+node_reason_state(NodeReason r)
+{
+	return r < NUM_REASONS ? reasons[r].state : NODE_READY;
+}
+
+Size
+node_shmem_size(void)
+{
+	return sizeof(NodeShared);
+}
+
+/* Called by the postmaster with AddinShmemInitLock held, before the rest. */
+void
+node_shmem_init(void)
+{
+	bool		found;
+
+	node_shared = ShmemInitStruct("snowflake node", sizeof(NodeShared), &found);
+	if (found)
+		return;
+	memset(node_shared, 0, sizeof(NodeShared));
+	node_shared->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
+	pg_atomic_init_u32(&node_shared->published, NODE_STARTING);
+}
+
+/*
+ * The state the node is in, and why: the first of these that holds.  With
+ * the lock held, or in the postmaster.
+ */
+NodeState
+node_state(NodeReason *reason)
+{
+	NodeShared *n = node_shared;
+	NodeReason	r = REASON_NONE;
+
+	if (n->disabled != REASON_NONE)
+		r = n->disabled;
+	else if (n->file_trouble != REASON_NONE)
+		r = n->file_trouble;
+	else if (n->rec.state != NODE_READY)
+		r = (NodeReason) n->rec.reason;
+	else if (n->mark_trouble != REASON_NONE)
+		r = n->mark_trouble;
+	*reason = r;
+	if (r != REASON_NONE)
+		return reasons[r].state;
+	return n->floor_pending ? NODE_STARTING : NODE_READY;
+}
+
+/* Publish the state for readers without the lock. */
+void
+node_publish(void)
+{
+	NodeReason	r;
+	NodeState	s = node_state(&r);
+
+	pg_atomic_write_u32(&node_shared->published, (uint32) s | ((uint32) r << 8));
+}
+
+/*
+ * Make next the node's record: write it (to snowflake.state, and to
+ * snowflake.identity too when node_part), and only then put it in shared
+ * memory.  A file the start could not read is never written (it is left
+ * for the operator to look at), nor a damaged state file but by a repair,
+ * which clears mark_trouble first.  Returns false, having changed nothing,
+ * if a write failed (reported at elevel).  With the lock held.
+ */
+bool
+node_save(const NodeRecord *next, bool node_part, int elevel)
+{
+	NodeShared *n = node_shared;
+	NodeRecord	rec = *next;
+	bool		state_ok = n->file_trouble != REASON_STATE_UNREADABLE &&
+		n->mark_trouble != REASON_STATE_DAMAGED;
+	bool		identity_ok = n->file_trouble != REASON_RECORD_UNREADABLE;
+
+	/* pg_upgrade's servers leave the files as they are */
+	if (n->disabled == REASON_BINARY_UPGRADE)
+		return false;
+	if (node_part)
+		rec.changes++;
+	rec.flags |= RECORD_NODE;
+	if (state_ok &&
+		!persist_write_file(SNOWFLAKE_STATE_FILE, &rec, sizeof(rec),
+							&n->state_writes, elevel))
+		return false;
+	if (node_part && identity_ok &&
+		!persist_write_file(SNOWFLAKE_IDENTITY_FILE, &rec, sizeof(rec),
+							&n->identity_writes, elevel))
+		return false;
+	n->rec = rec;
+	node_publish();
+	return true;
+}
+
+/*
+ * Refuse a call, for a reason, with the arguments the message names.
+ * Every refusal the node makes is here, one message each.
+ */
+void
+node_refuse(NodeReason r, const RefuseArgs *a)
+{
+	int			code = reasons[r].sqlstate;
+
+	switch (r)
+	{
+		case REASON_BACKUP_LABEL:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
+					 errdetail("The server was started from a base backup (backup_label) without standby.signal."),
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
+			break;
+		case REASON_RECOVERY_SIGNAL:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
+					 errdetail("The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued."),
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was restored from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
+			break;
+		case REASON_OTHER_DIRECTORY:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
+					 errdetail("It is not the directory that last ran under this worker id (copied, or moved to another file system)."),
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped (above => 0 if the directory was moved, not copied).")));
+			break;
+		case REASON_OTHER_SYSTEM:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
+					 errdetail("Its files \"%s\" and \"%s\" name another system.",
+							   SNOWFLAKE_STATE_FILE, SNOWFLAKE_IDENTITY_FILE),
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
+			break;
+		case REASON_RECORD_DAMAGED:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
+					 errdetail("Its file \"%s\" is damaged, so the node cannot tell whether this data directory is a copy.",
+							   SNOWFLAKE_IDENTITY_FILE),
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it is the node of that worker id, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time the node last stopped.")));
+			break;
+		case REASON_NEVER_INSTALLED:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake does not know which IDs were issued before this data directory"),
+					 errdetail("It has neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
+							   SNOWFLAKE_STATE_FILE, SNOWFLAKE_IDENTITY_FILE),
+					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID.")));
+			break;
+		case REASON_NEW_AS_STANDBY:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake does not know which IDs were issued before this data directory"),
+					 errdetail("It started as a standby without \"%s\", and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
+							   SNOWFLAKE_STATE_FILE),
+					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID.")));
+			break;
+		case REASON_UPGRADED:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade"),
+					 errdetail("pg_upgrade ran on this data directory and does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
+							   SNOWFLAKE_STATE_FILE),
+					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory.")));
+			break;
+		case REASON_CLAIMED_ELSEWHERE:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake worker id %d is claimed by another system", a->worker),
+					 errdetail("Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued."),
+					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued.")));
+			break;
+		case REASON_WORKER_RETIRED:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake worker id %d was given up by this node for worker id %d",
+							a->worker, a->other_worker),
+					 errdetail("This server followed a primary that moved from worker id %d to %d; its own snowflake.worker_id still says %d.",
+							   a->worker, a->other_worker, a->worker),
+					 errhint("Set snowflake.worker_id = %d and reload.", a->other_worker)));
+			break;
+		case REASON_RECORD_UNREADABLE:
+		case REASON_STATE_UNREADABLE:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("could not read snowflake file \"%s\"",
+							r == REASON_STATE_UNREADABLE ? SNOWFLAKE_STATE_FILE : SNOWFLAKE_IDENTITY_FILE),
+					 errdetail("It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."),
+					 errhint("Make it readable by the server's account and restart the server.")));
+			break;
+		case REASON_STATE_DAMAGED:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake state file \"%s\" is damaged", SNOWFLAKE_STATE_FILE),
+					 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
+					 errhint("As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold.")));
+			break;
+		case REASON_STATE_BEYOND_LAYOUT:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
+							a->layout, a->other_layout),
+					 errdetail("The highest ID the node may have issued, " INT64_FORMAT ", is beyond the largest ID of layout \"%s\".",
+							   a->n, a->layout),
+					 errhint("Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID.",
+							 a->other_layout)));
+			break;
+		case REASON_LAYOUT_BELOW:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
+							a->layout, a->other_layout),
+					 errdetail("The last ID, read in the \"%s\" layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
+							   a->layout, a->at, a->now),
+					 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
+							 a->other_layout)));
+			break;
+		case REASON_SETTINGS_REJECTED:
+			settings_require_usable();
+			break;
+		case REASON_BINARY_UPGRADE:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("cannot generate snowflake IDs in binary-upgrade mode"),
+					 errdetail("pg_upgrade runs the server in this mode; the state file is left as it is."),
+					 errhint("Generate IDs once pg_upgrade has finished and the server runs normally.")));
+			break;
+		case REASON_NOT_PRELOADED:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
+					 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
+					 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
+			break;
+		case REASON_SINGLE_USER:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("cannot generate snowflake IDs in single-user mode"),
+					 errdetail("Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode."),
+					 errhint("Start the server normally to generate IDs.")));
+			break;
+		case REASON_IN_RECOVERY:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("cannot generate snowflake IDs during recovery"),
+					 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
+					 errhint("Generate IDs on the primary, or promote this standby first.")));
+			break;
+		case REASON_NO_WORKER_ID:
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake.worker_id is not set"),
+					 errdetail("Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs."),
+					 errhint("Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload.")));
+			break;
+		case REASON_CLOCK_BACK:
+			if (a->beyond_cap)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("system clock moved backwards by " INT64_FORMAT " ms", a->lead_ms),
+						 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
+								   a->at, a->now, a->until),
+						 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail.")));
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("system clock moved backwards by " INT64_FORMAT " ms", a->lead_ms),
+					 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
+							   a->at, a->now, a->until),
+					 errhint("\"snowflake.max_clock_backward_ms\" (%d ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
+							 snowflake_max_clock_backward_ms, snowflake_max_run_ahead_ms)));
+			break;
+		case REASON_AHEAD_OF_CLOCK:
+			if (a->beyond_cap)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock", a->lead_ms),
+						 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
+								   a->at, a->now, a->until),
+						 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right.")));
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock", a->lead_ms),
+					 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
+							   a->at, a->now, a->until),
+					 errhint("\"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs ahead of the clock; raise it to keep generating.",
+							 snowflake_max_run_ahead_ms)));
+			break;
+		case REASON_TICK_USED_UP:
+			if (a->n > 1)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("snowflake layout \"%s\" has fewer than " INT64_FORMAT " IDs left in the current tick for a block",
+								a->layout, a->n),
+						 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most 1000 ms for the clock.",
+								   a->until, a->lead_ms),
+						 errhint("\"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
+								 snowflake_max_run_ahead_ms)));
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake layout \"%s\" has no ID left in the current tick", a->layout),
+					 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most 1000 ms for the clock.",
+							   a->until, a->lead_ms),
+					 errhint("\"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
+							 snowflake_max_run_ahead_ms)));
+			break;
+		case REASON_KEEPER_LATE:
+			if (a->origin_failed)
+				ereport(ERROR,
+						(errcode(code),
+						 errmsg("snowflake reservation was not renewed within 5000 ms"),
+						 errdetail("The floor after recovery needs replication origin \"%s\", through which version 1.1 logged its reservations, and the worker that reads it failed.",
+								   "snowflake_high_water_mark"),
+						 errhint("The server log says why; the keeper starts that worker again after ten seconds.")));
+			ereport(ERROR,
+					(errcode(code),
+					 errmsg("snowflake reservation was not renewed within 5000 ms"),
+					 errdetail("The background worker \"snowflake keeper\" makes every reservation durable, in \"%s\" and in WAL, before IDs may use it.",
+							   SNOWFLAKE_STATE_FILE),
+					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write \"%s\" or log in WAL.",
+							 SNOWFLAKE_STATE_FILE)));
+			break;
+		case REASON_NONE:
+		case NUM_REASONS:
+			break;
+	}
+	elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
+}
