@@ -378,10 +378,10 @@ identity_start(void)
 	uint64		inode = directory_inode();
 
 	pg_atomic_init_u32(&n->configured, (uint32) snowflake_worker_id);
-	if (!standby && exists("backup_label"))
-		signal = REASON_BACKUP_LABEL;
-	else if (!standby && exists("recovery.signal"))
+	if (!standby && exists("recovery.signal"))
 		signal = REASON_RECOVERY_SIGNAL;
+	else if (!standby && exists("backup_label"))
+		signal = REASON_BACKUP_LABEL;
 
 	read_record(r, &found, &n->state_writes, &n->identity_writes, true);
 	if (settings_problem() != NULL)
@@ -908,7 +908,10 @@ old_record(const char *dir, NodeRecord *old)
 /*
  * The floor a stop time gives: the largest ID of the layout in force at
  * that time plus the furthest the clock policy lets IDs lead the clock,
- * above every ID a node with these settings issued up to then.
+ * above every ID a node with these settings issued up to then.  A time
+ * ahead of this server's clock is taken (the lost node's clock may have
+ * been ahead): the node then runs ahead of its clock or waits, as its
+ * policy says, and every hint it gives leads above the floor.
  */
 static int64
 floor_at(TimestampTz stopped_at)
@@ -917,10 +920,12 @@ floor_at(TimestampTz stopped_at)
 	int64		unix_ms;
 	int64		tick;
 
-	if (stopped_at > GetCurrentTimestamp())
+	/* the lost node's clock may have been ahead of this one's, not by days */
+	if (stopped_at > GetCurrentTimestamp() + (TimestampTz) RUN_AHEAD_CAP_MS * 1000)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("stopped_at %s is in the future", timestamptz_to_str(stopped_at)),
+				 errmsg("stopped_at %s is more than a day ahead of this server's clock",
+						timestamptz_to_str(stopped_at)),
 				 errhint("Give the time the node this server replaces stopped.")));
 	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS + generator_max_lead_ms();
 	tick = layout_unix_ms_to_tick(l, unix_ms);
