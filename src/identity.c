@@ -216,6 +216,12 @@ apply_worker(NodeRecord *r, int worker, bool primary)
 	else if (r->state == NODE_READY && replayed && worker != r->worker &&
 			 retired(r, worker))
 		hold(r, REASON_WORKER_RETIRED);
+	/* promoted, and not held for it: its worker id is its own from now on */
+	if (primary && r->reason != REASON_WORKER_RETIRED)
+	{
+		r->flags &= ~RECORD_WORKER_REPLAYED;
+		replayed = false;
+	}
 
 	/*
 	 * A copy keeps the worker id it is held under, and a standby its
@@ -475,7 +481,9 @@ identity_configured(int worker)
 		return;
 	s = (NodeState) (pg_atomic_read_u32(&node_shared->published) & 0xff);
 	if ((s >= NODE_HELD_COPY && s <= NODE_HELD_FILE) ||
-		claimed(&node_shared->rec, worker) || retired(&node_shared->rec, worker))
+		claimed(&node_shared->rec, worker) ||
+		((node_shared->rec.flags & RECORD_WORKER_REPLAYED) &&
+		 retired(&node_shared->rec, worker)))
 	{
 		mark_publish_worker(WORKER_ID_UNSET);
 		return;

@@ -266,6 +266,7 @@ mark_shmem_init(void)
 			node_shared->rec.mark_id == 0;
 		pfree(cf);
 		load_mark(l);
+		s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 		if (trusted())
 			set_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), &node_shared->rec);
 		if (snowflake_worker_id == WORKER_ID_UNSET)
