@@ -1,4 +1,10 @@
-/* snowflake--1.2.sql */
+/*
+ * snowflake.sql: the full install script of the current version, the one
+ * source of its SQL.  The Makefile copies it to snowflake--VERSION.sql
+ * (VERSION: default_version in snowflake.control).  Every change here goes
+ * into the update script from the last release too; test/t/007_upgrade.pl
+ * checks that both give the same extension.
+ */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION snowflake" to load this file. \quit
