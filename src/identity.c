@@ -554,13 +554,18 @@ identity_replay(const void *data, Size len)
 	if (memcmp(&next, &node_shared->rec, sizeof(next)) != 0)
 	{
 		if (worker != WORKER_ID_UNSET && worker != next.worker &&
-			next.worker != node_shared->rec.worker)
+			next.worker != node_shared->rec.worker &&
+			next.reason == REASON_WORKER_RETIRED)
 			ereport(LOG,
 					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
 							next.worker, worker),
-					 next.reason == REASON_WORKER_RETIRED ?
 					 errdetail("The primary gave worker id %d up; promoted, this server refuses until its snowflake.worker_id is %d.",
-							   worker, next.worker) :
+							   worker, next.worker)));
+		else if (worker != WORKER_ID_UNSET && worker != next.worker &&
+				 next.worker != node_shared->rec.worker)
+			ereport(LOG,
+					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
+							next.worker, worker),
 					 errdetail("Promoted, this server generates under worker id %d, its own.", worker)));
 		(void) node_save(&next, true, WARNING);
 		identity_publish();

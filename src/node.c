@@ -71,38 +71,90 @@
 
 NodeShared *node_shared = NULL;
 
-/* each reason's state, name and SQLSTATE */
+/*
+ * Each reason's state, name and SQLSTATE, and the words of the refusals
+ * that take no more than one value in their message and detail (%s: the
+ * worker id, or the file) and one in their hint.
+ */
 typedef struct ReasonRow
 {
 	NodeState	state;
 	const char *name;
 	int			sqlstate;
+	const char *msg;
+	const char *detail;
+	const char *hint;
 } ReasonRow;
 
 #define SF_SQLSTATE(n)	MAKE_SQLSTATE('5', '5', 'S', '0', n)
 
+#define COPY_MSG	"snowflake data directory is a copy of the node with worker id %s"
+#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped."
+#define FLOOR_MSG	"snowflake does not know which IDs were issued before this data directory"
+#define CLAIM_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued."
+#define FILE_MSG	"could not read snowflake file \"%s\""
+
 static const ReasonRow reasons[NUM_REASONS] = {
-	[REASON_NONE] = {NODE_READY, NULL, 0},
-	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1')},
-	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1')},
-	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1')},
-	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1')},
-	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1')},
-	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2')},
-	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2')},
-	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2')},
-	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3')},
-	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3')},
-	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR},
-	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR},
-	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED},
+	[REASON_NONE] = {NODE_READY},
+	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started from a base backup (backup_label) without standby.signal.", COPY_HINT},
+	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued.", COPY_HINT},
+	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1'), COPY_MSG,
+		"It is not the directory that last ran under this worker id (copied, or moved to another file system; if moved, the floor is above => 0).", COPY_HINT},
+	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1'), COPY_MSG,
+		"Its files snowflake.state and snowflake.identity name another system.", COPY_HINT},
+	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1'), COPY_MSG,
+		"Its file snowflake.identity is damaged, so the node cannot tell whether this data directory is a copy.", COPY_HINT},
+	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2'), FLOOR_MSG,
+		"It has neither snowflake.state nor snowflake.identity, and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
+		"As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID."},
+	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2'), FLOOR_MSG,
+		"It started as a standby without snowflake.state, and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
+		"As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID."},
+	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2'),
+		"snowflake does not know which IDs the cluster issued before pg_upgrade",
+		"pg_upgrade ran on this data directory and does not carry snowflake.state over; the old cluster's IDs may carry times ahead of this server's clock.",
+		"As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory."},
+	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3'),
+		"snowflake worker id %s is claimed by another system",
+		"Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.", CLAIM_HINT},
+	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3'),
+		"snowflake worker id %s was given up by this node",
+		"This server followed a primary that moved from worker id %s to another; its own snowflake.worker_id still says the old one.",
+		"Set snowflake.worker_id = %s, the primary's, and reload."},
+	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR, FILE_MSG,
+		"It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is.",
+		"Make it readable by the server's account and restart the server."},
+	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR, FILE_MSG,
+		"It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is.",
+		"Make it readable by the server's account and restart the server."},
+	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED,
+		"snowflake state file \"%s\" is damaged",
+		"The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs.",
+		"As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold."},
 	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4')},
 	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR},
-	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
-	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
-	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
-	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION},
-	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9')},
+	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"cannot generate snowflake IDs in binary-upgrade mode",
+		"pg_upgrade runs the server in this mode; the state file is left as it is.",
+		"Generate IDs once pg_upgrade has finished and the server runs normally."},
+	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"snowflake must be loaded via \"shared_preload_libraries\"",
+		"The generator keeps its state in shared memory, which is set up at server start.",
+		"Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server."},
+	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"cannot generate snowflake IDs in single-user mode",
+		"Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode.",
+		"Start the server normally to generate IDs."},
+	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
+		"cannot generate snowflake IDs during recovery",
+		"A standby shares the worker id of its primary; IDs it issued would collide.",
+		"Generate IDs on the primary, or promote this standby first."},
+	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9'),
+		"snowflake.worker_id is not set",
+		"Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.",
+		"Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload."},
 	[REASON_LAYOUT_BELOW] = {NODE_READY, "layout_below", SF_SQLSTATE('4')},
 	[REASON_CLOCK_BACK] = {NODE_READY, "clock_back", SF_SQLSTATE('5')},
 	[REASON_AHEAD_OF_CLOCK] = {NODE_READY, "ahead_of_clock", SF_SQLSTATE('6')},
@@ -238,101 +290,24 @@ node_refuse(NodeReason r, const RefuseArgs *a)
 {
 	int			code = reasons[r].sqlstate;
 
+	if (reasons[r].msg != NULL)
+	{
+		char		v1[32];
+		char		v2[32];
+		const char *file = r == REASON_RECORD_UNREADABLE ?
+			SNOWFLAKE_IDENTITY_FILE : SNOWFLAKE_STATE_FILE;
+
+		snprintf(v1, sizeof(v1), "%d", a->worker);
+		snprintf(v2, sizeof(v2), "%d", a->other_worker);
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg(reasons[r].msg, reasons[r].state == NODE_HELD_FILE ||
+						r == REASON_STATE_DAMAGED ? file : v1),
+				 errdetail(reasons[r].detail, r == REASON_WORKER_RETIRED ? v1 : ""),
+				 errhint(reasons[r].hint, v2)));
+	}
 	switch (r)
 	{
-		case REASON_BACKUP_LABEL:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("The server was started from a base backup (backup_label) without standby.signal."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
-			break;
-		case REASON_RECOVERY_SIGNAL:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was restored from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
-			break;
-		case REASON_OTHER_DIRECTORY:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("It is not the directory that last ran under this worker id (copied, or moved to another file system)."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped (above => 0 if the directory was moved, not copied).")));
-			break;
-		case REASON_OTHER_SYSTEM:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("Its files \"%s\" and \"%s\" name another system.",
-							   SNOWFLAKE_STATE_FILE, SNOWFLAKE_IDENTITY_FILE),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
-			break;
-		case REASON_RECORD_DAMAGED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("Its file \"%s\" is damaged, so the node cannot tell whether this data directory is a copy.",
-							   SNOWFLAKE_IDENTITY_FILE),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it is the node of that worker id, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time the node last stopped.")));
-			break;
-		case REASON_NEVER_INSTALLED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It has neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
-							   SNOWFLAKE_STATE_FILE, SNOWFLAKE_IDENTITY_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID.")));
-			break;
-		case REASON_NEW_AS_STANDBY:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It started as a standby without \"%s\", and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
-							   SNOWFLAKE_STATE_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID.")));
-			break;
-		case REASON_UPGRADED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade"),
-					 errdetail("pg_upgrade ran on this data directory and does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
-							   SNOWFLAKE_STATE_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory.")));
-			break;
-		case REASON_CLAIMED_ELSEWHERE:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake worker id %d is claimed by another system", a->worker),
-					 errdetail("Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued.")));
-			break;
-		case REASON_WORKER_RETIRED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake worker id %d was given up by this node for worker id %d",
-							a->worker, a->other_worker),
-					 errdetail("This server followed a primary that moved from worker id %d to %d; its own snowflake.worker_id still says %d.",
-							   a->worker, a->other_worker, a->worker),
-					 errhint("Set snowflake.worker_id = %d and reload.", a->other_worker)));
-			break;
-		case REASON_RECORD_UNREADABLE:
-		case REASON_STATE_UNREADABLE:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("could not read snowflake file \"%s\"",
-							r == REASON_STATE_UNREADABLE ? SNOWFLAKE_STATE_FILE : SNOWFLAKE_IDENTITY_FILE),
-					 errdetail("It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."),
-					 errhint("Make it readable by the server's account and restart the server.")));
-			break;
-		case REASON_STATE_DAMAGED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake state file \"%s\" is damaged", SNOWFLAKE_STATE_FILE),
-					 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold.")));
-			break;
 		case REASON_STATE_BEYOND_LAYOUT:
 			ereport(ERROR,
 					(errcode(code),
@@ -355,41 +330,6 @@ node_refuse(NodeReason r, const RefuseArgs *a)
 			break;
 		case REASON_SETTINGS_REJECTED:
 			settings_require_usable();
-			break;
-		case REASON_BINARY_UPGRADE:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("cannot generate snowflake IDs in binary-upgrade mode"),
-					 errdetail("pg_upgrade runs the server in this mode; the state file is left as it is."),
-					 errhint("Generate IDs once pg_upgrade has finished and the server runs normally.")));
-			break;
-		case REASON_NOT_PRELOADED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
-					 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
-					 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
-			break;
-		case REASON_SINGLE_USER:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("cannot generate snowflake IDs in single-user mode"),
-					 errdetail("Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode."),
-					 errhint("Start the server normally to generate IDs.")));
-			break;
-		case REASON_IN_RECOVERY:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("cannot generate snowflake IDs during recovery"),
-					 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
-					 errhint("Generate IDs on the primary, or promote this standby first.")));
-			break;
-		case REASON_NO_WORKER_ID:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake.worker_id is not set"),
-					 errdetail("Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs."),
-					 errhint("Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload.")));
 			break;
 		case REASON_CLOCK_BACK:
 			if (a->beyond_cap)
@@ -457,8 +397,7 @@ node_refuse(NodeReason r, const RefuseArgs *a)
 					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write \"%s\" or log in WAL.",
 							 SNOWFLAKE_STATE_FILE)));
 			break;
-		case REASON_NONE:
-		case NUM_REASONS:
+		default:
 			break;
 	}
 	elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
