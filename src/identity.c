@@ -330,9 +330,12 @@ read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
 		*rec = s;
 	else if (inode)
 	{
-		/* the mark of the last change of the node: a bound from below */
+		/*
+		 * The mark of the last change of the node: a bound from below, and
+		 * the floor is looked for as without a file, 1.1's origin too.
+		 */
 		*rec = i;
-		rec->flags |= RECORD_FLOOR_PENDING;
+		rec->flags = (rec->flags | RECORD_FLOOR_PENDING) & ~RECORD_LEGACY_GONE;
 	}
 	if (inode && (!snode || i.changes > s.changes))
 		memcpy((char *) rec + NODE_PART, (char *) &i + NODE_PART,
@@ -363,6 +366,7 @@ read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
 	if (ires == MARK_BROKEN && !snode)
 	{
 		*found = true;
+		rec->worker = snowflake_worker_id;
 		hold(rec, REASON_RECORD_DAMAGED);
 	}
 }
@@ -581,26 +585,21 @@ identity_replay(const void *data, Size len)
 void
 identity_require_ok(void)
 {
-	RefuseArgs	a = {0};
 	NodeReason	r;
 	NodeState	s;
 
 	if (node_shared->disabled != REASON_NONE)
-		node_refuse(node_shared->disabled, &a);
+		node_refuse(node_shared->disabled, NULL);
 	settle_locked(!RecoveryInProgress() && !IsParallelWorker());
 	LWLockAcquire(node_shared->lock, LW_SHARED);
 	s = node_state(&r);
-	a.worker = node_shared->rec.worker;
-	a.other_worker = node_shared->rec.worker;
 	LWLockRelease(node_shared->lock);
 	if (s == NODE_READY || s == NODE_STARTING || s == NODE_BROKEN)
 		return;
 	/* a copy run with no worker id: the caller says that first */
 	if (s == NODE_HELD_COPY && configured_worker() == WORKER_ID_UNSET)
 		return;
-	if (r == REASON_WORKER_RETIRED)
-		a.worker = configured_worker();
-	node_refuse(r, &a);
+	node_refuse_state(r);
 }
 
 /*
@@ -969,14 +968,13 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 	NodeState	before;
 	NodeRecord	next;
 	NodeRecord	old;
-	RefuseArgs	a = {0};
 
 	if (node_shared == NULL)
-		node_refuse(REASON_NOT_PRELOADED, &a);
+		node_refuse(REASON_NOT_PRELOADED, NULL);
 	if (node_shared->disabled != REASON_NONE)
-		node_refuse(node_shared->disabled, &a);
+		node_refuse(node_shared->disabled, NULL);
 	if (node_shared->file_trouble != REASON_NONE)
-		node_refuse(node_shared->file_trouble, &a);
+		node_refuse_state(node_shared->file_trouble);
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),

@@ -113,10 +113,11 @@ trusted(void)
 
 /* The state is beyond the layout in force: what ID, for the message. */
 static void
-beyond_layout(int64 id)
+beyond_layout(int64 id, const char *layout)
 {
 	node_shared->mark_trouble = REASON_STATE_BEYOND_LAYOUT;
 	node_shared->trouble_id = id;
+	strlcpy(node_shared->trouble_layout, layout, NAMEDATALEN);
 	node_publish();
 }
 
@@ -184,7 +185,7 @@ load_mark(const SnowflakeLayout *l)
 	if (m->mark_id >= layout_max_id(l))
 	{
 		/* no ID of this layout is greater than the mark */
-		beyond_layout(m->mark_id);
+		beyond_layout(m->mark_id, m->layout);
 		return;
 	}
 
@@ -292,11 +293,11 @@ mark_shmem_init(void)
  * Called with the lock held.
  */
 static bool
-apply_floor(const SnowflakeLayout *l, int64 floor_id)
+apply_floor(const SnowflakeLayout *l, int64 floor_id, const char *layout)
 {
 	if (floor_id >= layout_max_id(l))
 	{
-		beyond_layout(floor_id);
+		beyond_layout(floor_id, layout);
 		return false;
 	}
 	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
@@ -351,7 +352,7 @@ mark_replay(int64 mark, const char *layout)
 			strlcpy(snowflake_shared->prev_layout, layout, NAMEDATALEN);
 		else
 			snowflake_shared->prev_layout[0] = '\0';
-		if (apply_floor(l, mark) && trusted())
+		if (apply_floor(l, mark, layout) && trusted())
 		{
 			snowflake_shared->undo_floor = 0;
 			(void) write_mark(l, mark, ERROR);
@@ -366,13 +367,8 @@ mark_replay(int64 mark, const char *layout)
 static void
 refuse_mark(void)
 {
-	RefuseArgs	a = {0};
-
-	a.layout = snowflake_layout->name;
-	a.other_layout = snowflake_shared->prev_layout[0] ? snowflake_shared->prev_layout : snowflake_layout->name;
-	a.n = node_shared->trouble_id;
-	node_refuse(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
-				REASON_STATE_UNREADABLE : node_shared->mark_trouble, &a);
+	node_refuse_state(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
+					  REASON_STATE_UNREADABLE : node_shared->mark_trouble);
 }
 
 /*
@@ -407,11 +403,9 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 			break;
 		if (clock_monotonic_us() > deadline)
 		{
-			RefuseArgs	a = {0};
-
 			ConditionVariableCancelSleep();
-			a.origin_failed = snowflake_shared->origin_failed;
-			node_refuse(REASON_KEEPER_LATE, &a);
+			node_refuse(snowflake_shared->origin_failed ?
+						REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE, NULL);
 		}
 		if (snowflake_shared->keeper_latch)
 			SetLatch(snowflake_shared->keeper_latch);
@@ -501,7 +495,7 @@ mark_keeper_start(bool legacy_failed)
 		int64		mark;
 
 		if (snowflake_shared->legacy_state == LEGACY_PRESENT)
-			(void) apply_floor(l, snowflake_shared->legacy_mark);
+			(void) apply_floor(l, snowflake_shared->legacy_mark, l->name);
 		snowflake_shared->origin_failed = false;
 		/* durable, and no longer pending, before anything is issued above */
 		node_shared->floor_pending = false;
@@ -623,10 +617,9 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	int64		legacy = 0;
 	int64		reserved = 0;
 	int64		undo = snowflake_shared->undo_floor;
-	RefuseArgs	a = {0};
 
 	if (node_shared->file_trouble == REASON_STATE_UNREADABLE)
-		node_refuse(REASON_STATE_UNREADABLE, &a);
+		refuse_mark();
 	if (above < 0 || above >= layout_max_id(l))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -660,10 +653,8 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	}
 	if (legacy >= layout_max_id(l))
 	{
-		a.layout = l->name;
-		a.other_layout = l->name;
-		a.n = legacy;
-		node_refuse(REASON_STATE_BEYOND_LAYOUT, &a);
+		beyond_layout(legacy, l->name);
+		refuse_mark();
 	}
 	/* a reservation made before bounds IDs that backends may still issue */
 	if (node_shared->mark_trouble == REASON_NONE)
