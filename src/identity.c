@@ -452,6 +452,13 @@ identity_started(void)
 	if (node_shared->disabled == REASON_BINARY_UPGRADE)
 		return;
 	apply_worker(&node_shared->rec, configured_worker(), false);
+	if ((node_shared->rec.flags & RECORD_WORKER_REPLAYED) &&
+		configured_worker() != WORKER_ID_UNSET &&
+		configured_worker() != node_shared->rec.worker)
+		ereport(LOG,
+				(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
+						node_shared->rec.worker, configured_worker()),
+				 errhint("Give this server the primary's worker id before it is promoted, unless it is to become a node of its own.")));
 	(void) node_save(&node_shared->rec, true, WARNING);
 	identity_publish();
 	if (node_state(&r) != NODE_READY && node_reason_state(r) != NODE_READY &&
@@ -557,16 +564,17 @@ identity_replay(const void *data, Size len)
 	apply_worker(&next, worker, false);
 	if (memcmp(&next, &node_shared->rec, sizeof(next)) != 0)
 	{
-		if (worker != WORKER_ID_UNSET && worker != next.worker &&
-			next.worker != node_shared->rec.worker &&
+		bool		news = next.worker != node_shared->rec.worker ||
+			next.reason != node_shared->rec.reason;
+
+		if (worker != WORKER_ID_UNSET && worker != next.worker && news &&
 			next.reason == REASON_WORKER_RETIRED)
 			ereport(LOG,
 					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
 							next.worker, worker),
 					 errdetail("The primary gave worker id %d up; promoted, this server refuses until its snowflake.worker_id is %d.",
 							   worker, next.worker)));
-		else if (worker != WORKER_ID_UNSET && worker != next.worker &&
-				 next.worker != node_shared->rec.worker)
+		else if (worker != WORKER_ID_UNSET && worker != next.worker && news)
 			ereport(LOG,
 					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
 							next.worker, worker),
