@@ -927,8 +927,9 @@ old_record(const char *dir, NodeRecord *old)
 
 /*
  * The floor a stop time gives: the largest ID of the layout in force at
- * that time plus the furthest the clock policy lets IDs lead the clock,
- * above every ID a node with these settings issued up to then.  A time
+ * that time plus the furthest a clock policy let IDs lead the clock (this
+ * server's, or the one the node's reservations in WAL said), above every
+ * ID the node issued up to then.  A time
  * ahead of this server's clock is taken (the lost node's clock may have
  * been ahead): the node then runs ahead of its clock or waits, as its
  * policy says, and every hint it gives leads above the floor.
@@ -947,7 +948,8 @@ floor_at(TimestampTz stopped_at)
 				 errmsg("stopped_at %s is more than a day ahead of this server's clock",
 						timestamptz_to_str(stopped_at)),
 				 errhint("Give the time the node this server replaces stopped.")));
-	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS + generator_max_lead_ms();
+	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS +
+		Max(settings_max_lead_ms(), node_shared->rec.lead_ms);
 	tick = layout_unix_ms_to_tick(l, unix_ms);
 	if (tick < 0)
 		return 0;
