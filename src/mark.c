@@ -153,7 +153,7 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 
 	Assert(usable());
 	set_mark(l, mark_id, &next);
-	return node_save(&next, false, elevel);
+	return node_save(&next, SAVE_STATE, elevel);
 }
 
 /*
@@ -340,7 +340,7 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 			next.undo_floor = 0;
 			if (next.mark_id != node_shared->rec.mark_id && node_shared->rec.mark_id == 0)
 				next.flags |= RECORD_FLOOR_PENDING;
-			if (!node_save(&next, false, LOG))
+			if (!node_save(&next, SAVE_STATE, LOG))
 				ereport(ERROR,
 						(errcode_for_file_access(),
 						 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
@@ -360,7 +360,7 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 			set_mark(l, mark, &next);
 			/* how far its primary's IDs may lead its clock, for a floor */
 			next.lead_ms = Max(next.lead_ms, lead_ms);
-			(void) node_save(&next, false, ERROR);
+			(void) node_save(&next, SAVE_STATE, ERROR);
 			atomic_raise(&snowflake_shared->reserved, (uint64) mark);
 			atomic_raise(&snowflake_shared->extend_at, (uint64) mark);
 		}
@@ -726,7 +726,7 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last)
 	node_shared->mark_trouble = REASON_NONE;
 	node_shared->floor_pending = false;
 	node_shared->state_writes = 0;
-	if (!node_save(next, node_part, WARNING))
+	if (!node_save(next, node_part ? SAVE_BOTH : SAVE_STATE, WARNING))
 	{
 		node_shared->mark_trouble = trouble;
 		node_shared->floor_pending = pending;

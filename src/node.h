@@ -172,7 +172,12 @@ extern const char *node_reason_name(NodeReason r);
 extern NodeState node_reason_state(NodeReason r);
 extern NodeState node_state(NodeReason *reason);
 extern void node_publish(void);
-extern bool node_save(const NodeRecord *next, bool node_part, int elevel);
+/* which files node_save() writes */
+#define SAVE_STATE		0x1
+#define SAVE_IDENTITY	0x2
+#define SAVE_BOTH		(SAVE_STATE | SAVE_IDENTITY)
+
+extern bool node_save(const NodeRecord *next, int files, int elevel);
 extern void node_refuse(NodeReason r, const RefuseArgs *a) pg_attribute_noreturn();
 extern void node_refuse_state(NodeReason r) pg_attribute_noreturn();
 extern const char *node_num(int64 v);
