@@ -192,6 +192,17 @@ hold(NodeRecord *r, NodeReason why)
 }
 
 /*
+ * Log the record for standbys, unless a file of it could not be read: what
+ * this node knows then says nothing of the node.
+ */
+static void
+log_record(const NodeRecord *r)
+{
+	if (node_shared->file_trouble == REASON_NONE)
+		wal_log_identity(r, sizeof(NodeRecord));
+}
+
+/*
  * The worker id configured now, applied to a copy of the record: a copy or
  * a node whose worker id is not its own, given one that is, is released; a
  * node whose worker id another system claimed is held; a standby promoted
@@ -256,7 +267,7 @@ settle(bool log, int elevel)
 		if (!node_save(&next, SAVE_BOTH, elevel))
 			return;
 		if (log)
-			wal_log_identity(&next, sizeof(next));
+			log_record(&next);
 		if (before != NODE_READY && next.state == NODE_READY)
 			ereport(LOG,
 					(errmsg("snowflake: worker id %d releases this server, which was held back (%s); it generates again",
@@ -538,7 +549,7 @@ identity_keep(bool first)
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	settle(true, LOG);
 	if (first)
-		wal_log_identity(&node_shared->rec, sizeof(NodeRecord));
+		log_record(&node_shared->rec);
 	LWLockRelease(node_shared->lock);
 	applied = now;
 }
@@ -684,7 +695,7 @@ change_record(bool (*change) (NodeRecord *r, const void *arg), const void *arg,
 	{
 		apply_worker(&next, configured_worker(), primary);
 		if (node_save(&next, SAVE_BOTH, elevel) && primary)
-			wal_log_identity(&next, sizeof(next));
+			log_record(&next);
 		identity_publish();
 	}
 	LWLockRelease(node_shared->lock);
@@ -767,7 +778,7 @@ apply_confirm(int64 floor_id, const NodeRecord *old)
 	if (configured_worker() != WORKER_ID_UNSET)
 		move_worker(&next, configured_worker());
 	mark_repair_save(&next, true, last);
-	wal_log_identity(&next, sizeof(next));
+	log_record(&next);
 	identity_publish();
 	LWLockRelease(node_shared->lock);
 	if (before != NODE_READY)
