@@ -196,10 +196,17 @@ assign_layout(const char *newval, void *extra)
 		snowflake_layout = layout_find(newval);
 }
 
+/* the layout whose worker field bounds snowflake.worker_id */
+static const SnowflakeLayout *
+worker_layout(void)
+{
+	return snowflake_layout ? snowflake_layout : layout_default();
+}
+
 static bool
 check_worker_id(int *newval, void **extra, GucSource source)
 {
-	const SnowflakeLayout *l = snowflake_layout ? snowflake_layout : layout_default();
+	const SnowflakeLayout *l = worker_layout();
 
 	if (*newval > layout_max_worker(l))
 	{
@@ -364,6 +371,28 @@ find_unknown_names(void)
 }
 
 /*
+ * A value the configuration gave a setting was rejected at server start.  A
+ * worker id's range goes into the problem, which every refusal says: the
+ * client sees it, not only the server log's WARNING.
+ */
+static void
+rejected_at_start(const char *name, const char *value)
+{
+	if (strcmp(name, "snowflake.worker_id") == 0)
+	{
+		const SnowflakeLayout *l = worker_layout();
+		char		range[128];
+
+		snprintf(range, sizeof(range), "0 to " INT64_FORMAT " in the \"%s\" layout",
+				 layout_max_worker(l), l->name);
+		set_problem("snowflake.worker_id = '%s' was rejected at server start (worker ids run from %s)",
+					value, range);
+	}
+	else
+		set_problem("%s = '%s' was rejected at server start", name, value);
+}
+
+/*
  * Define the settings.  When preloaded, a value the configuration gives one
  * of them that PostgreSQL rejects (leaving the default in place) is found
  * by validating the configured text again, and disables generation.
@@ -400,8 +429,7 @@ settings_define(bool preloaded)
 		if (set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
 							  PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
 							  false) == 0)
-			set_problem("%s = '%s' was rejected at server start",
-						setting_names[i], given[i]);
+			rejected_at_start(setting_names[i], given[i]);
 		pfree(given[i]);
 	}
 	if (snowflake_layout == NULL)
