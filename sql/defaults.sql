@@ -54,15 +54,15 @@ DROP DOMAIN narrow_loaded_dom;
 SELECT * FROM snowflake.snowflake_narrow_defaults();
 
 -- a role that is not a superuser: the same
-CREATE ROLE narrow_owner;
-GRANT CREATE ON SCHEMA public TO narrow_owner;
-SET ROLE narrow_owner;
+CREATE ROLE regress_narrow_owner;
+GRANT CREATE ON SCHEMA public TO regress_narrow_owner;
+SET ROLE regress_narrow_owner;
 CREATE TABLE narrow_theirs (id integer DEFAULT snowflake.snowflake_nextval());
 CREATE TABLE wide_theirs (id bigint DEFAULT snowflake.snowflake_nextval());
 DROP TABLE wide_theirs;
 RESET ROLE;
-REVOKE CREATE ON SCHEMA public FROM narrow_owner;
-DROP ROLE narrow_owner;
+REVOKE CREATE ON SCHEMA public FROM regress_narrow_owner;
+DROP ROLE regress_narrow_owner;
 
 DROP VIEW narrow_view;
 DROP TABLE narrow_serial, narrow_wide, wide_ok, narrow_loaded;
