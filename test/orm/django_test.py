@@ -1,0 +1,184 @@
+# Django (Debian's) with snowflake keys, as README's "Django" says for
+# Django 3.2 and 4.x: the models of snowflake_shop, the migration
+# makemigrations writes for them, and README's migration that gives the
+# keys their default.  Connects with libpq's variables (test/orm/run.sh
+# sets them); writes the app's migrations beside this file.  Prints TAP:
+# "ok N - name" per test, then "# pass N", "# fail N".
+import io
+import os
+import pathlib
+import textwrap
+import traceback
+
+import django
+from django.conf import settings
+
+HERE = pathlib.Path(__file__).resolve().parent
+settings.configure(
+    INSTALLED_APPS=['snowflake_shop'],
+    DATABASES={'default': {
+        'ENGINE': 'django.db.backends.postgresql',
+        'NAME': os.environ['PGDATABASE'],
+        'USER': os.environ['PGUSER'],
+        'HOST': os.environ['PGHOST'],
+        'PORT': os.environ.get('PGPORT', '5432'),
+    }},
+    DEFAULT_AUTO_FIELD='django.db.models.BigAutoField',
+    USE_TZ=True,
+)
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+from django.db import IntegrityError, connection, transaction  # noqa: E402
+from snowflake_shop.models import Order, OrderLine, PlainOrder  # noqa: E402
+
+DEFAULT = 'snowflake.snowflake_nextval()'
+APP_SEARCH_PATH = '"$user", public'
+EPOCH_MS = 1477958400000
+
+# README's migration that gives the keys their default, written as
+# makemigrations --empty snowflake_shop names it
+DEFAULT_MIGRATION = '''\
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [('snowflake_shop', '0001_initial')]
+
+    operations = [
+        migrations.RunSQL(
+            [f'ALTER TABLE {table} ALTER COLUMN id SET DEFAULT snowflake.snowflake_nextval()'
+             for table in ('orders', 'order_lines', 'plain_orders')],
+            [f'ALTER TABLE {table} ALTER COLUMN id DROP DEFAULT'
+             for table in ('orders', 'order_lines', 'plain_orders')],
+        ),
+    ]
+'''
+
+tests = []
+
+
+def test(fn):
+    tests.append(fn)
+    return fn
+
+
+def sql(query, params=()):
+    with connection.cursor() as c:
+        c.execute(query, params)
+        return c.fetchall()
+
+
+def column_default(table, column='id'):
+    return sql("""SELECT column_default FROM information_schema.columns
+        WHERE table_schema = 'public' AND table_name = %s AND column_name = %s""", (table, column))[0][0]
+
+
+def makemigrations(*args):
+    out = io.StringIO()
+    call_command('makemigrations', 'snowflake_shop', *args, stdout=out, stderr=out)
+    return out.getvalue()
+
+
+def assert_exact_key(key, table):
+    """An int, what the server holds (compared as text), above 2^53, and
+    decoded alike in the client and the server, with the node's worker id."""
+    assert type(key) is int, type(key)
+    assert key > 2**53, key
+    assert sql(f'SELECT id::text FROM {table} WHERE id = %s', (key,)) == [(str(key),)], key
+    [(ms, worker, seq)] = sql("""SELECT (extract(epoch FROM ts) * 1000)::bigint, worker_id, seq
+        FROM snowflake.snowflake_decode(%s)""", (key,))
+    assert ((key >> 22) + EPOCH_MS, (key >> 12) & 1023, key & 4095) == (ms, worker, seq)
+    assert worker == 7
+
+
+@test
+def search_path():
+    """the application's sessions run with README's search_path, without snowflake"""
+    assert sql('SHOW search_path') == [(APP_SEARCH_PATH,)]
+
+
+@test
+def migrations():
+    """makemigrations writes the tables; with README's migration applied, it finds no change, twice"""
+    out = makemigrations()
+    assert '0001_initial.py' in out, out
+    initial = (HERE / 'snowflake_shop' / 'migrations' / '0001_initial.py').read_text()
+    assert initial.count('snowflake_shop.models.SnowflakeField(primary_key=True, serialize=False)') == 2, initial
+    (HERE / 'snowflake_shop' / 'migrations' / '0002_snowflake_default.py').write_text(DEFAULT_MIGRATION)
+    call_command('migrate', 'snowflake_shop', verbosity=0)
+    for table in ('orders', 'order_lines', 'plain_orders'):
+        assert column_default(table) == DEFAULT, table
+    assert sql("""SELECT data_type FROM information_schema.columns
+        WHERE table_name = 'order_lines' AND column_name = 'order_id'""") == [('bigint',)]
+    assert sql("SELECT pg_get_serial_sequence('orders', 'id'), pg_get_serial_sequence('order_lines', 'id')") == \
+        [(None, None)], 'no sequence'
+    for run in (1, 2):
+        out = makemigrations('--check', '--dry-run')
+        assert out.strip() == 'No changes detected in app \'snowflake_shop\'', out
+        call_command('migrate', 'snowflake_shop', verbosity=0)
+
+
+@test
+def insert():
+    """save(), create() and bulk_create() take the key from the default, exactly, as a Python int"""
+    one = Order(item='book')
+    one.save()
+    two = Order.objects.create(item='pen')
+    many = Order.objects.bulk_create([Order(item='ink'), Order(item='paper')])
+    keys = [one.id, two.id] + [o.id for o in many]
+    assert len(set(keys)) == 4, keys
+    for key in keys:
+        assert_exact_key(key, 'orders')
+    assert Order.objects.get(pk=keys[0]).item == 'book'
+    line = OrderLine.objects.create(order=one, name='line 1')
+    assert_exact_key(line.id, 'order_lines')
+    got = OrderLine.objects.select_related('order').get(pk=line.id)
+    assert (got.order.id, got.order.item) == (one.id, 'book')
+
+
+@test
+def block():
+    """README's block recipe: parents keyed from one block, children naming them, one transaction"""
+    with transaction.atomic():
+        [(first,)] = sql('SELECT snowflake.snowflake_nextval_block(%s)', (2,))
+        a = Order.objects.create(id=first, item='order A')
+        b = Order.objects.create(id=first + 1, item='order B')
+        OrderLine.objects.bulk_create([OrderLine(order=a, name='line 1'), OrderLine(order=a, name='line 2'),
+                                       OrderLine(order=b, name='line 1')])
+    assert_exact_key(first, 'orders')
+    assert_exact_key(first + 1, 'orders')
+    lines = OrderLine.objects.filter(order__in=[a, b]).select_related('order').order_by('id')
+    assert [(l.order_id, l.order.item, l.name) for l in lines] == \
+        [(first, 'order A', 'line 1'), (first, 'order A', 'line 2'), (first + 1, 'order B', 'line 1')]
+    for l in lines:
+        assert_exact_key(l.id, 'order_lines')
+        assert l.id > first + 1
+
+
+@test
+def plain():
+    """BigIntegerField(primary_key=True) cannot be used: Django inserts its key as NULL"""
+    try:
+        with transaction.atomic():
+            PlainOrder.objects.create(item='book')
+    except IntegrityError as e:
+        assert 'null value in column "id"' in str(e), e
+    else:
+        raise AssertionError('the INSERT of a NULL key succeeded')
+    assert sql('SELECT count(*) FROM plain_orders') == [(0,)]
+
+
+passed = failed = 0
+for n, fn in enumerate(tests, 1):
+    try:
+        fn()
+        passed += 1
+        print(f'ok {n} - {fn.__doc__}')
+    except Exception:
+        failed += 1
+        print(f'not ok {n} - {fn.__doc__}')
+        print(textwrap.indent(traceback.format_exc(), '# '), end='')
+print(f'1..{len(tests)}')
+print(f'# pass {passed}')
+print(f'# fail {failed}')
