@@ -208,6 +208,34 @@ misread started/Pacific/Chatham/2026-07-15 calendar/Pacific/Chatham/- 3600000
 misread started/Australia/Lord_Howe/2026-07-15 calendar/Australia/Lord_Howe/- 1800000
 misread utc/Asia/Shanghai/- calendar/Asia/Shanghai/- 28800000
 
+# the table of docs/shardingsphere.md: the offset of a JVM's epoch in each
+# zone by the Calendar and started on each day, as the JVM has it
+offset_of() {
+	local e=$((1477958400000 - $1)) m
+	m=$((${e#-} / 60000))
+	printf '%s%02d:%02d' "$([ "$e" -lt 0 ] && echo - || echo +)" $((m / 60)) $((m % 60))
+}
+rows=0
+while IFS='|' read -r _ z cal first second _; do
+	z=$(echo "$z" | tr -d ' `')
+	rows=$((rows + 1))
+	want="$(echo $cal) $(echo $first) $(echo $second)"
+	got=
+	for k in "calendar/$z/-" "started/$z/${days[0]}" "started/$z/${days[1]}"; do
+		got="$got ${epoch_of[$k]:+$(offset_of "${epoch_of[$k]}")}"
+	done
+	if [ "${got# }" = "$want" ]; then
+		ok "docs/shardingsphere.md: a JVM in $z has the offsets $want (by the Calendar, started ${days[*]})"
+	else
+		not_ok "docs/shardingsphere.md: a JVM in $z has the offsets $want; the JVM's are${got:- unknown}"
+	fi
+done < <(awk -v d1="${days[0]}" -v d2="${days[1]}" '
+	/^\| JVM.s zone \| up to 5\.3/ { on = index($0, "started " d1) && index($0, "started " d2); next }
+	on && /^\|---/ { next }
+	on && /^\| `/ { print; next }
+	on { exit }' "$SRC/docs/shardingsphere.md")
+[ "$rows" -gt 0 ] || not_ok "docs/shardingsphere.md has the table of offsets by rule, for JVMs started ${days[*]}"
+
 # 2. a node configured with the layout generates IDs that the JVM decodes to
 # the time they were made and the node's worker id; snowflake_status names
 # the layout canonically.  Latest epoch first: each change goes to an epoch
