@@ -1,6 +1,6 @@
-# Django (Debian's) with snowflake keys, as README's "Django" says for
+# Django (Debian's) with snowflake keys, as docs/orms.md's "Django" says for
 # Django 3.2 and 4.x: the models of snowflake_shop, the migration
-# makemigrations writes for them, and README's migration that gives the
+# makemigrations writes for them, and its migration that gives the
 # keys their default.  Connects with libpq's variables (test/orm/run.sh
 # sets them); writes the app's migrations beside this file.  Prints TAP:
 # "ok N - name" per test, then "# pass N", "# fail N".
@@ -36,7 +36,7 @@ DEFAULT = 'snowflake.snowflake_nextval()'
 APP_SEARCH_PATH = '"$user", public'
 EPOCH_MS = 1477958400000
 
-# README's migration that gives the keys their default, written as
+# docs/orms.md's migration that gives the keys their default, written as
 # makemigrations --empty snowflake_shop names it
 DEFAULT_MIGRATION = '''\
 from django.db import migrations
@@ -100,7 +100,7 @@ def search_path():
 
 @test
 def migrations():
-    """makemigrations writes the tables; with README's migration applied, it finds no change, twice"""
+    """makemigrations writes the tables; with docs/orms.md's migration applied, it finds no change, twice"""
     out = makemigrations()
     assert '0001_initial.py' in out, out
     initial = (HERE / 'snowflake_shop' / 'migrations' / '0001_initial.py').read_text()

@@ -1,4 +1,4 @@
-// README's Drizzle schema: keys from the extension's default, read as
+// docs/orms.md's Drizzle schema: keys from the extension's default, read as
 // bigint (mode: 'number' would round them).
 import { pgTable, bigint, text } from 'drizzle-orm/pg-core';
 import { sql } from 'drizzle-orm';

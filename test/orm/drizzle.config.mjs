@@ -1,4 +1,4 @@
-// drizzle-kit's configuration for README's Drizzle schema; the connection
+// drizzle-kit's configuration for docs/orms.md's Drizzle schema; the connection
 // is libpq's variables, as test/orm/run.sh sets them.
 export default {
 	dialect: 'postgresql',

@@ -1,5 +1,5 @@
-// Drizzle ORM and drizzle-kit with snowflake keys, as README's "Drizzle"
-// says: README's schema (drizzle-schema.mjs) and drizzle-kit configuration
+// Drizzle ORM and drizzle-kit with snowflake keys, as docs/orms.md's
+// "Drizzle" says: its schema (drizzle-schema.mjs) and drizzle-kit configuration
 // (drizzle.config.mjs), drizzle-kit run as its users run it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';

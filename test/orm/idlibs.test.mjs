@@ -1,11 +1,12 @@
-// ID libraries and the layout that reads each, as README's table has them:
-// for each library from npm, 300 IDs it makes (times across the layout's
-// life, several workers and sequence numbers) decode under the layout to
-// what they were made with, and 300 IDs the extension makes
-// (snowflake_from_timestamp()) are the library's own IDs of those times and
-// decode in the library to them.
+// ID libraries and the layout that reads each, as the table of
+// docs/layouts.md has them: for each library from npm, 300 IDs it makes
+// (times across the layout's life, several workers and sequence numbers)
+// decode under the layout to what they were made with, and 300 IDs the
+// extension makes (snowflake_from_timestamp()) are the library's own IDs
+// of those times and decode in the library to them.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { DiscordSnowflake, TwitterSnowflake } from '@sapphire/snowflake';
 import nodejsSnowflake from 'nodejs-snowflake';
@@ -17,6 +18,22 @@ const pool = new pg.Pool(conn);
 after(() => pool.end());
 
 const N = 300;
+
+// the layout of each library, as the table of docs/layouts.md
+// (SNOWFLAKE_DOCS, which test/orm/run.sh sets) names it
+const LAYOUTS = {
+	'`@sapphire/snowflake` 3.5, `DiscordSnowflake`': 'discord',
+	'`@sapphire/snowflake` 3.5, `TwitterSnowflake`': 'twitter',
+	'`nodejs-snowflake` 2.0, `custom_epoch: Date.UTC(2020, 0, 1)`': 'custom:42/12/10/1ms/2020-01-01',
+	'`sonyflake` 1.1, `epoch: Date.UTC(2020, 0, 1)`': 'custom:39/16/8/1ms/2020-01-01/seq_above_worker',
+};
+
+test('docs/layouts.md names the layouts these tests read each library with', () => {
+	const doc = readFileSync(`${process.env.SNOWFLAKE_DOCS}/layouts.md`, 'utf8');
+	const rows = Object.fromEntries(doc.split('\n').filter((l) => /^\| .* \| npm \| /.test(l))
+		.map((l) => l.split(' | ')).map(([lib, , layout]) => [lib.slice(2), layout.replace(/`/g, '')]));
+	assert.deepEqual(rows, LAYOUTS);
+});
 const EPOCH_2020 = Date.UTC(2020, 0, 1);
 
 // N times (Unix ms, as BigInt) from just after epoch to just before end
@@ -58,8 +75,8 @@ async function endOf(layout) {
 	return BigInt(ms);
 }
 
-for (const [name, lib, layout] of [['@sapphire/snowflake DiscordSnowflake', DiscordSnowflake, 'discord'],
-	['@sapphire/snowflake TwitterSnowflake', TwitterSnowflake, 'twitter']]) {
+for (const [name, lib, layout] of [['@sapphire/snowflake DiscordSnowflake', DiscordSnowflake, LAYOUTS['`@sapphire/snowflake` 3.5, `DiscordSnowflake`']],
+	['@sapphire/snowflake TwitterSnowflake', TwitterSnowflake, LAYOUTS['`@sapphire/snowflake` 3.5, `TwitterSnowflake`']]]) {
 	test(`${name}: the ${layout} preset, both ways`, async () => {
 		const ts = times(lib.epoch, await endOf(layout));
 		const made = ts.map((t, i) => {
@@ -72,7 +89,7 @@ for (const [name, lib, layout] of [['@sapphire/snowflake DiscordSnowflake', Disc
 }
 
 test('nodejs-snowflake 2.0 with custom_epoch 2020-01-01: custom:42/12/10/1ms/2020-01-01, both ways', async () => {
-	const layout = 'custom:42/12/10/1ms/2020-01-01';
+	const layout = LAYOUTS['`nodejs-snowflake` 2.0, `custom_epoch: Date.UTC(2020, 0, 1)`'];
 	const ts = times(EPOCH_2020, await endOf(layout));
 	const made = [];
 	// idFromTimestamp: three instances; getUniqueID: consecutive sequence numbers now
@@ -93,7 +110,7 @@ test('nodejs-snowflake 2.0 with custom_epoch 2020-01-01: custom:42/12/10/1ms/202
 });
 
 test('npm sonyflake 1.1 with epoch 2020-01-01: custom:39/16/8/1ms/2020-01-01/seq_above_worker, both ways; the sonyflake preset misreads it', async () => {
-	const layout = 'custom:39/16/8/1ms/2020-01-01/seq_above_worker';
+	const layout = LAYOUTS['`sonyflake` 1.1, `epoch: Date.UTC(2020, 0, 1)`'];
 	const ts = times(EPOCH_2020, await endOf(layout));
 	const made = [];
 	for (const machineId of [0, 7, 65535]) {

@@ -1,6 +1,6 @@
-// MikroORM with snowflake keys, as README's "MikroORM" says.  The entities
-// are README's TypeScript, with each decorator applied as TypeScript's
-// compiler applies it (Entity(...)(Order) for @Entity(...)).  MikroORM takes
+// MikroORM with snowflake keys, as docs/orms.md's "MikroORM" says.  The
+// entities are its TypeScript, with each decorator applied as
+// TypeScript's compiler applies it (Entity(...)(Order) for @Entity(...)).  MikroORM takes
 // any key whose default's text holds "nextval" for a serial, so the
 // default is snowflake_next_id(), snowflake_nextval() by another name.
 import 'reflect-metadata';
@@ -131,6 +131,8 @@ test('a role that sees the extension\'s schema: schema:update drops it unless ig
 	const drops = await plan(bare);
 	assert.match(drops, /drop table if exists "snowflake"\."snowflake_workers" cascade;/);
 	assert.match(drops, /drop schema if exists "snowflake";/);
+	await assert.rejects(bare.getSchemaGenerator().updateSchema(),
+		/cannot drop table snowflake\.snowflake_workers because extension snowflake requires it/);
 	const ignoring = await open([Order, OrderLine], { ...connect, schemaGenerator: { ignoreSchema: ['snowflake'] } });
 	assert.equal(await plan(ignoring), '');
 	assert.equal(await plan(app), '', 'the application\'s role does not see it at all');

@@ -58,7 +58,7 @@ tools="typeorm sequelize knex mikroorm drizzle sqlalchemy django idlibs"
 run() {
 	local tool=$1 out=$WORK/$1.out p f
 	shift
-	(cd "$WORK" && PGHOST=$dir PGPORT=5432 PGUSER=app PGDATABASE=$tool "$@") >"$out" 2>&1 || true
+	(cd "$WORK" && PGHOST=$dir PGPORT=5432 PGUSER=app PGDATABASE=$tool SNOWFLAKE_DOCS=$SRC/docs "$@") >"$out" 2>&1 || true
 	sed -n -E "s/^(not )?ok [0-9]+ - /\\1ok - $tool: /p" "$out"
 	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out")
 	f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out")

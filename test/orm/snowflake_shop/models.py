@@ -1,6 +1,6 @@
-# The models of README's "Django" section (3.2 and 4.x): a key whose value
-# the column's default makes, and a table that names it.  PlainOrder is the
-# declaration README warns against.
+# The models of docs/orms.md's "Django" section (3.2 and 4.x): a key whose
+# value the column's default makes, and a table that names it.  PlainOrder is the
+# declaration it warns against.
 from django.db import models
 
 
