@@ -2,13 +2,11 @@
 # Django 3.2 and 4.x: the models of snowflake_shop, the migration
 # makemigrations writes for them, and its migration that gives the
 # keys their default.  Connects with libpq's variables (test/orm/run.sh
-# sets them); writes the app's migrations beside this file.  Prints TAP:
-# "ok N - name" per test, then "# pass N", "# fail N".
+# sets them); writes the app's migrations beside this file.  Prints TAP
+# (common.py).
 import io
 import os
 import pathlib
-import textwrap
-import traceback
 
 import django
 from django.conf import settings
@@ -31,10 +29,9 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from snowflake_shop.models import Order, OrderLine, PlainOrder  # noqa: E402
+from common import APP_SEARCH_PATH, assert_block, assert_exact_key as exact_key, run, test  # noqa: E402
 
 DEFAULT = 'snowflake.snowflake_nextval()'
-APP_SEARCH_PATH = '"$user", public'
-EPOCH_MS = 1477958400000
 
 # docs/orms.md's migration that gives the keys their default, written as
 # makemigrations --empty snowflake_shop names it
@@ -55,13 +52,6 @@ class Migration(migrations.Migration):
     ]
 '''
 
-tests = []
-
-
-def test(fn):
-    tests.append(fn)
-    return fn
-
 
 def sql(query, params=()):
     with connection.cursor() as c:
@@ -81,15 +71,7 @@ def makemigrations(*args):
 
 
 def assert_exact_key(key, table):
-    """An int, what the server holds (compared as text), above 2^53, and
-    decoded alike in the client and the server, with the node's worker id."""
-    assert type(key) is int, type(key)
-    assert key > 2**53, key
-    assert sql(f'SELECT id::text FROM {table} WHERE id = %s', (key,)) == [(str(key),)], key
-    [(ms, worker, seq)] = sql("""SELECT (extract(epoch FROM ts) * 1000)::bigint, worker_id, seq
-        FROM snowflake.snowflake_decode(%s)""", (key,))
-    assert ((key >> 22) + EPOCH_MS, (key >> 12) & 1023, key & 4095) == (ms, worker, seq)
-    assert worker == 7
+    exact_key(key, table, sql)
 
 
 @test
@@ -146,14 +128,8 @@ def block():
         b = Order.objects.create(id=first + 1, item='order B')
         OrderLine.objects.bulk_create([OrderLine(order=a, name='line 1'), OrderLine(order=a, name='line 2'),
                                        OrderLine(order=b, name='line 1')])
-    assert_exact_key(first, 'orders')
-    assert_exact_key(first + 1, 'orders')
     lines = OrderLine.objects.filter(order__in=[a, b]).select_related('order').order_by('id')
-    assert [(l.order_id, l.order.item, l.name) for l in lines] == \
-        [(first, 'order A', 'line 1'), (first, 'order A', 'line 2'), (first + 1, 'order B', 'line 1')]
-    for l in lines:
-        assert_exact_key(l.id, 'order_lines')
-        assert l.id > first + 1
+    assert_block(first, [(l.id, l.order_id, l.order.item, l.name) for l in lines], sql)
 
 
 @test
@@ -169,16 +145,4 @@ def plain():
     assert sql('SELECT count(*) FROM plain_orders') == [(0,)]
 
 
-passed = failed = 0
-for n, fn in enumerate(tests, 1):
-    try:
-        fn()
-        passed += 1
-        print(f'ok {n} - {fn.__doc__}')
-    except Exception:
-        failed += 1
-        print(f'not ok {n} - {fn.__doc__}')
-        print(textwrap.indent(traceback.format_exc(), '# '), end='')
-print(f'1..{len(tests)}')
-print(f'# pass {passed}')
-print(f'# fail {failed}')
+run()
