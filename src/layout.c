@@ -369,10 +369,9 @@ offset_name(SnowflakeLayout *l, int minutes)
 }
 
 /*
- * Parse the day a JVM started, "YYYY-MM-DD", into tm at noon local time:
- * clocks change at night, so noon is in the day's own offset wherever the
- * day itself is.  Returns false when s is not a day of the calendar written
- * so.
+ * Parse the day a JVM started, "YYYY-MM-DD", into tm at noon local time,
+ * which has the day's own offset: clocks change at night.  Returns false
+ * when s is not a day of the calendar written so.
  */
 static bool
 parse_start_day(const char *s, struct pg_tm *tm)
