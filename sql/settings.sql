@@ -32,7 +32,7 @@ ALTER SYSTEM SET snowflake.layout = 'shardingsphere@Pacific/Chatham@2016-10-31';
 ALTER SYSTEM SET snowflake.layout = 'custom:41/10/12/1ms/2016-11-01';
 ALTER SYSTEM SET snowflake.layout = 'shardingsphere@asia/shanghai';
 ALTER SYSTEM SET snowflake.layout = 'shardingsphere@-04:00';
-ALTER SYSTEM SET snowflake.layout = 'shardingsphere@America/St_Johns@2026-11-15';
+ALTER SYSTEM SET snowflake.layout = 'shardingsphere@America/St_Johns@2025-11-15';
 ALTER SYSTEM SET snowflake.layout = 'Twitter';
 ALTER SYSTEM SET snowflake.layout = 'custom';
 ALTER SYSTEM RESET snowflake.layout;

@@ -7,10 +7,10 @@
 # in force when the JVM started (from 5.4, "shardingsphere@ZONE@DAY"), and
 # UTC (with apache/shardingsphere#38932, "shardingsphere").  For JVMs in
 # several zones (UTC, positive and negative offsets, zones with daylight
-# saving time, half- and quarter-hour offsets, a negative one in
-# Casablanca, fixed offsets), each rule, and JVMs started in July and in
-# November: 300 IDs of the JVM decode under the layout to the time, worker
-# and sequence they were made with, and are snowflake_from_timestamp()'s
+# saving time, half- and quarter-hour offsets, Casablanca's, fixed
+# offsets), each rule, and JVMs started in July and in November 2025: 300
+# IDs of the JVM decode under the layout to the time, worker and sequence
+# they were made with, and are snowflake_from_timestamp()'s
 # with that worker and sequence; the JVM decodes 300 IDs of the extension
 # to their time; the rules' epochs differ where the issue found them to.  A
 # node configured with a layout of each rule generates IDs that the JVM
@@ -74,8 +74,11 @@ java_zone() {
 	esac
 }
 # the days a JVM of the "started" rule started on: northern summer and
-# southern winter, and the other way round
-days=(2026-07-15 2026-11-15)
+# southern winter, and the other way round.  Days of 2025: the tz data of
+# 2026 rewrote that year's rules in several zones (tzdata 2026c has Morocco
+# at +00:00 from 2026-09-20), and PostgreSQL's copy and the JDK's are
+# updated apart.
+days=(2025-07-15 2025-11-15)
 
 # layout RULE ZONE [DAY]: the layout that reads the IDs of a JVM in ZONE
 # whose release takes the epoch by RULE
@@ -179,8 +182,8 @@ while IFS=$'\t' read -r n rule z day l; do
 done <"$WORK/cases"
 
 # what the issue found: the layout of one rule misreads the IDs of another.
-# A JVM of 5.4 or later started in November 2026 (America/Sao_Paulo,
-# Africa/Casablanca, America/St_Johns) or July 2026 (Pacific/Chatham,
+# A JVM of 5.4 or later started in November (America/Sao_Paulo,
+# Africa/Casablanca, America/St_Johns) or July (Pacific/Chatham,
 # Australia/Lord_Howe) has an epoch an hour (Lord Howe: half an hour) from
 # the Calendar's of its zone; a JVM of a release with the UTC rule has
 # Shanghai's eight hours from the Calendar's.
@@ -201,11 +204,11 @@ misread() {
 		not_ok "$z: a JVM of $label and one of rule ${b%%/*} have epochs $got ms apart, not $want"
 	fi
 }
-misread started/America/Sao_Paulo/2026-11-15 calendar/America/Sao_Paulo/- 3600000
-misread started/Africa/Casablanca/2026-11-15 calendar/Africa/Casablanca/- -3600000
-misread started/America/St_Johns/2026-11-15 calendar/America/St_Johns/- 3600000
-misread started/Pacific/Chatham/2026-07-15 calendar/Pacific/Chatham/- 3600000
-misread started/Australia/Lord_Howe/2026-07-15 calendar/Australia/Lord_Howe/- 1800000
+misread started/America/Sao_Paulo/2025-11-15 calendar/America/Sao_Paulo/- 3600000
+misread started/Africa/Casablanca/2025-11-15 calendar/Africa/Casablanca/- -3600000
+misread started/America/St_Johns/2025-11-15 calendar/America/St_Johns/- 3600000
+misread started/Pacific/Chatham/2025-07-15 calendar/Pacific/Chatham/- 3600000
+misread started/Australia/Lord_Howe/2025-07-15 calendar/Australia/Lord_Howe/- 1800000
 misread utc/Asia/Shanghai/- calendar/Asia/Shanghai/- 28800000
 
 # the table of docs/shardingsphere.md: the offset of a JVM's epoch in each
@@ -249,11 +252,11 @@ runs=("shardingsphere@America/Los_Angeles calendar America/Los_Angeles"
 	"shardingsphere@Asia/Kolkata calendar Asia/Kolkata"
 	"shardingsphere@Asia/Shanghai calendar Asia/Shanghai"
 	"shardingsphere@+08:00 calendar +08:00"
-	"shardingsphere@America/St_Johns@2026-11-15 started America/St_Johns 2026-11-15"
-	"shardingsphere@America/Sao_Paulo@2026-11-15 started America/Sao_Paulo 2026-11-15"
-	"shardingsphere@Africa/Casablanca@2026-11-15 started Africa/Casablanca 2026-11-15"
-	"shardingsphere@Pacific/Chatham@2026-07-15 started Pacific/Chatham 2026-07-15"
-	"shardingsphere@Australia/Lord_Howe@2026-07-15 started Australia/Lord_Howe 2026-07-15"
+	"shardingsphere@America/St_Johns@2025-11-15 started America/St_Johns 2025-11-15"
+	"shardingsphere@America/Sao_Paulo@2025-11-15 started America/Sao_Paulo 2025-11-15"
+	"shardingsphere@Africa/Casablanca@2025-11-15 started Africa/Casablanca 2025-11-15"
+	"shardingsphere@Pacific/Chatham@2025-07-15 started Pacific/Chatham 2025-07-15"
+	"shardingsphere@Australia/Lord_Howe@2025-07-15 started Australia/Lord_Howe 2025-07-15"
 	"shardingsphere utc Asia/Shanghai")
 for r in "${runs[@]}"; do
 	read -r l rule z day <<<"$r"
@@ -322,8 +325,9 @@ done <<<"$known"
 # same name has the same epoch in both: by the Calendar, and by the started
 # rule on two days of 2025.  Days before the latest changes of the rules:
 # the tz data of PostgreSQL and of the JDK are updated apart (tzdata 2026b
-# has British Columbia at -07:00 from November 2026, OpenJDK 17.0.19 not),
-# and on a day where they differ so do the epochs, as in a JVM.
+# keeps British Columbia at -07:00 after 2026-11-01, OpenJDK 17.0.19 puts
+# it back at -08:00), and on a day where they differ so do the epochs, as
+# in a JVM.
 sweep_days=(2025-01-15 2025-07-15)
 sql -c "SELECT name FROM pg_timezone_names WHERE name !~ '^(posix|right)/' AND name <> 'localtime' ORDER BY name" \
 	>"$WORK/names"
