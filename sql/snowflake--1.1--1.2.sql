@@ -409,6 +409,17 @@ ROWS 100 SUPPORT snowflake.snowflake_nextval_series_support;
 COMMENT ON FUNCTION snowflake.snowflake_nextval_series(integer) IS
 'the n IDs of one block of this node, in ascending order, reserved at once as by snowflake_nextval_block()';
 
+-- snowflake_nextval() by a name without "nextval", for the tools that take
+-- any column default holding that word for a sequence (MikroORM's schema
+-- diff, which then changes the column's type on every run)
+CREATE FUNCTION snowflake.snowflake_next_id()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION snowflake.snowflake_next_id() IS
+'snowflake_nextval() by another name, for column defaults of tools that take a default naming nextval for a sequence';
+
 --
 -- Columns too narrow for the IDs.  An integer or smallint column whose
 -- default generates IDs fails on its first insert ("integer out of

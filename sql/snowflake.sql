@@ -62,6 +62,17 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION snowflake_nextval() IS
 'next Snowflake ID of this node: unique across the node, greater than every ID it issued before';
 
+-- snowflake_nextval() by a name without "nextval", for the tools that take
+-- any column default holding that word for a sequence (MikroORM's schema
+-- diff, which then changes the column's type on every run)
+CREATE FUNCTION snowflake_next_id()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION snowflake_next_id() IS
+'snowflake_nextval() by another name, for column defaults of tools that take a default naming nextval for a sequence';
+
 CREATE FUNCTION snowflake_currval()
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_currval'

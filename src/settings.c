@@ -39,7 +39,7 @@ const SnowflakeLayout *snowflake_layout = NULL;
 
 void		(*settings_worker_assigned) (int worker) = NULL;
 
-/* snowflake.layout: a preset, custom or shardingsphere@ZONE */
+/* snowflake.layout: a preset, custom or shardingsphere@ZONE[@DAY] */
 static char *layout_setting = NULL;
 
 /* snowflake.layout = custom: the layout the custom_* settings describe */
@@ -114,10 +114,10 @@ build_custom_layout(void)
 }
 
 #define LAYOUT_CHOICES_HINT \
-	"Available values: %s, custom, shardingsphere@ZONE (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00)."
+	"Available values: %s, custom, shardingsphere@ZONE and shardingsphere@ZONE@YYYY-MM-DD (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00; YYYY-MM-DD: the day a JVM of ShardingSphere 5.4 or later started)."
 
 /*
- * Accept a preset, "custom" or "shardingsphere@ZONE", and store its
+ * Accept a preset, "custom" or "shardingsphere@ZONE[@DAY]", and store its
  * canonical name (so SHOW gives the preset's name as written in the list,
  * and the state file and WAL the zone as the time zone database spells
  * it).  A zone layout is built here, into extra, where assign_layout()
@@ -144,7 +144,7 @@ check_layout(char **newval, void **extra, GucSource source)
 		{
 			compat_guc_free(l);
 			GUC_check_errdetail("%s", why);
-			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive.");
+			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive; for ShardingSphere 5.4 or later, add the day the JVM started, as in shardingsphere@Asia/Shanghai@2026-07-01.");
 			return false;
 		}
 		*extra = l;
@@ -277,7 +277,7 @@ define_start_settings(void)
 
 	DefineCustomStringVariable("snowflake.layout",
 							   "Layout of the IDs this node generates and decodes by default.",
-							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE.",
+							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE (releases up to 5.3), shardingsphere@ZONE@YYYY-MM-DD for one of release 5.4 or later started that day.",
 							   &layout_setting,
 							   "shardingsphere",
 							   PGC_POSTMASTER,
