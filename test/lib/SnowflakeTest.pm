@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
-  refusal set_worker pg_upgrade_ok);
+  refusal set_worker pg_upgrade_ok wall_time detail_times);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -154,6 +154,26 @@ sub refusal
 		$what .= " $reason" if $r2 == 0 && $reason ne '';
 	}
 	return wantarray ? ($what, $err) : $what;
+}
+
+# wall_time(): the time now, as a timestamptz literal (UTC, microseconds):
+# the stopped_at a confirmation gives once the node it replaces stopped.
+sub wall_time
+{
+	my $t = Time::HiRes::time();
+	my @g = gmtime(int $t);
+	return sprintf('%04d-%02d-%02d %02d:%02d:%02d.%06d+00', $g[5] + 1900, $g[4] + 1,
+		@g[ 3, 2, 1, 0 ], ($t - int $t) * 1_000_000);
+}
+
+# detail_times(ERROR): the timestamps the DETAIL of an error names, in
+# order (the values the message carries, not its words).
+sub detail_times
+{
+	my ($err) = @_;
+	my ($detail) = $err =~ /^DETAIL:  (.*)$/m;
+	return () unless defined $detail;
+	return $detail =~ /(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d(?::\d\d)?)/g;
 }
 
 # set_worker(NODE, WORKER): snowflake.worker_id by ALTER SYSTEM and a
