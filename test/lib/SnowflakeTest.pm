@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
-  refusal set_worker pg_upgrade_ok wall_time detail_times);
+  refusal set_worker pg_upgrade_ok wall_time detail_times state_mark);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -104,6 +104,22 @@ sub tear_state_file
 	print $fh join '', map { chr(($_ * 131 + 7) % 256) } 1 .. 256;
 	close $fh;
 	return;
+}
+
+# state_mark(FILE): the mark of the newest record a two-slot state file
+# holds: its first 96 bytes (the highest ID the node may have issued, the
+# clock it saw, the layout, flags and undo floor), without the slot's
+# counter or the node's part, which every start writes anew.
+sub state_mark
+{
+	my ($file) = @_;
+	open my $fh, '<', $file or die "cannot open $file: $!";
+	binmode $fh;
+	read($fh, my $buf, 1024) == 1024 or die "$file is not a two-slot state file";
+	close $fh;
+	my @writes = map { (unpack('V V V V Q<', substr($buf, $_ * 512, 24)))[4] } 0, 1;
+	my $newest = $writes[0] > $writes[1] ? 0 : 1;
+	return substr($buf, $newest * 512 + 24, 96);
 }
 
 # id_order_lag(WRITERS, READER, TAG, ROUNDS, SETTLE): ROUNDS rounds about
