@@ -80,7 +80,7 @@ my_slot(void)
 	return &snowflake_shared->slots[i >= 0 && i < snowflake_shared->nslots ? i : 0];
 }
 
-static char *
+static const char *
 unix_ms_to_str(int64 unix_ms)
 {
 	return pstrdup(timestamptz_to_str((unix_ms - PG_EPOCH_UNIX_MS) * 1000));
@@ -219,20 +219,6 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 }
 
 /*
- * How far ahead of the clock the policy lets the node's last ID be and
- * still issue IDs, by running ahead or by a wait.
- */
-int64
-generator_max_lead_ms(void)
-{
-	/* -1 runs ahead as far as the cap, no further */
-	if (snowflake_max_run_ahead_ms < 0)
-		return RUN_AHEAD_CAP_MS;
-	return Max((int64) snowflake_max_run_ahead_ms,
-			   Max((int64) snowflake_max_clock_backward_ms, SNOWFLAKE_WINDOW_MS));
-}
-
-/*
  * The time (Unix ms) an ID carries in the layout the node ran before its
  * last layout change, or -1 if that layout cannot be read now (a plain
  * custom layout, whose settings changed).
@@ -258,45 +244,46 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	   int64 seen, int64 now, int64 until_ms)
 {
 	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	const char *prev = snowflake_shared->prev_layout;
 
 	/* nothing issued in this layout yet: the state is the old layout's */
-	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
-		last <= snowflake_shared->resumed_from;
+	bool		old_layout = prev[0] != '\0' && last <= snowflake_shared->resumed_from;
 	int64		old_ms = old_layout ? prev_layout_ms(last) : -1;
-	RefuseArgs	a = {0};
+	int64		lead_ms = (last_tick - now) * l->tick_ms;
+	const char *at = unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick));
+	const char *clock = unix_ms_to_str(now_ms);
+	const char *until = unix_ms_to_str(until_ms);
+	const char *ahead = node_num(snowflake_max_run_ahead_ms);
+	RefuseArgs	a = {{node_num(lead_ms)}, {at, clock, until}, {ahead}};
 
 	count(&my_slot()->c.refused);
-	a.n = n;
-	a.layout = l->name;
-	a.other_layout = snowflake_shared->prev_layout;
-	a.at = unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick));
-	a.now = unix_ms_to_str(now_ms);
-	a.until = unix_ms_to_str(until_ms);
-	a.lead_ms = (last_tick - now) * l->tick_ms;
-	/* no setting lets the node run that far ahead of the clock */
-	a.beyond_cap = a.lead_ms > RUN_AHEAD_CAP_MS;
 
 	/*
 	 * The layout's refusal when the lead comes from the layout change: read
 	 * in the old layout, the last ID would have let the node go on (or that
 	 * layout cannot be read, and the clock did not go back); otherwise the
-	 * clock's, a crash's or the old layout's own lead is the cause.
+	 * clock's, a crash's or the old layout's own lead is the cause.  No
+	 * setting lets the node run more than a day ahead of the clock.
 	 */
 	if (old_layout &&
-		(old_ms >= 0 ? old_ms - now_ms <= generator_max_lead_ms() : seen <= now))
+		(old_ms >= 0 ? old_ms - now_ms <= settings_max_lead_ms() : seen <= now))
+	{
+		a = (RefuseArgs) {{l->name, prev}, {at, clock}, {prev}};
 		node_refuse(REASON_LAYOUT_BELOW, &a);
+	}
 	if (seen > now)
 	{
-		a.lead_ms = (seen - now) * l->tick_ms;
-		node_refuse(REASON_CLOCK_BACK, &a);
+		a = (RefuseArgs) {{node_num((seen - now) * l->tick_ms)}, {at, clock, until},
+		{node_num(snowflake_max_clock_backward_ms), ahead}};
+		node_refuse(lead_ms > RUN_AHEAD_CAP_MS ? REASON_CLOCK_BACK_FAR : REASON_CLOCK_BACK, &a);
 	}
 	/* the lead is only the next tick: a long tick, not a clock problem */
 	if (last_tick <= now)
 	{
-		a.lead_ms = until_ms - now_ms;
-		node_refuse(REASON_TICK_USED_UP, &a);
+		a = (RefuseArgs) {{l->name, node_num(n)}, {until, node_num(until_ms - now_ms)}, {ahead}};
+		node_refuse(n > 1 ? REASON_BLOCK_TOO_LARGE : REASON_TICK_USED_UP, &a);
 	}
-	node_refuse(REASON_AHEAD_OF_CLOCK, &a);
+	node_refuse(lead_ms > RUN_AHEAD_CAP_MS ? REASON_AHEAD_FAR : REASON_AHEAD_OF_CLOCK, &a);
 }
 
 /* Refuse unless this node may generate at all; returns its worker id. */
@@ -304,16 +291,15 @@ int
 generator_require_ready(void)
 {
 	int			worker;
-	RefuseArgs	a = {0};
 
 	if (unlikely(snowflake_shared == NULL))
-		node_refuse(REASON_NOT_PRELOADED, &a);
+		node_refuse(REASON_NOT_PRELOADED, NULL);
 	if (unlikely(node_shared->disabled != REASON_NONE))
-		node_refuse(node_shared->disabled, &a);
+		node_refuse(node_shared->disabled, NULL);
 	if (unlikely(!IsUnderPostmaster))
-		node_refuse(REASON_SINGLE_USER, &a);
+		node_refuse(REASON_SINGLE_USER, NULL);
 	if (unlikely(RecoveryInProgress()))
-		node_refuse(REASON_IN_RECOVERY, &a);
+		node_refuse(REASON_IN_RECOVERY, NULL);
 	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
 	if (unlikely(worker == WORKER_ID_UNSET))
 	{
@@ -322,7 +308,7 @@ generator_require_ready(void)
 		worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
 	}
 	if (unlikely(worker == WORKER_ID_UNSET))
-		node_refuse(REASON_NO_WORKER_ID, &a);
+		node_refuse(REASON_NO_WORKER_ID, NULL);
 	return worker;
 }
 

@@ -113,10 +113,11 @@ trusted(void)
 
 /* The state is beyond the layout in force: what ID, for the message. */
 static void
-beyond_layout(int64 id)
+beyond_layout(int64 id, const char *layout)
 {
 	node_shared->mark_trouble = REASON_STATE_BEYOND_LAYOUT;
 	node_shared->trouble_id = id;
+	strlcpy(node_shared->trouble_layout, layout, NAMEDATALEN);
 	node_publish();
 }
 
@@ -141,6 +142,7 @@ set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
 		r->flags |= RECORD_LEGACY_GONE;
 	r->undo_floor = snowflake_shared->undo_floor;
+	r->lead_ms = Max(r->lead_ms, settings_max_lead_ms());
 }
 
 /* Make mark_id durable in the state file.  With the lock held. */
@@ -151,7 +153,7 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 
 	Assert(usable());
 	set_mark(l, mark_id, &next);
-	return node_save(&next, false, elevel);
+	return node_save(&next, SAVE_STATE, elevel);
 }
 
 /*
@@ -184,7 +186,7 @@ load_mark(const SnowflakeLayout *l)
 	if (m->mark_id >= layout_max_id(l))
 	{
 		/* no ID of this layout is greater than the mark */
-		beyond_layout(m->mark_id);
+		beyond_layout(m->mark_id, m->layout);
 		return;
 	}
 
@@ -266,6 +268,7 @@ mark_shmem_init(void)
 			node_shared->rec.mark_id == 0;
 		pfree(cf);
 		load_mark(l);
+		s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 		if (trusted())
 			set_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), &node_shared->rec);
 		if (snowflake_worker_id == WORKER_ID_UNSET)
@@ -291,11 +294,11 @@ mark_shmem_init(void)
  * Called with the lock held.
  */
 static bool
-apply_floor(const SnowflakeLayout *l, int64 floor_id)
+apply_floor(const SnowflakeLayout *l, int64 floor_id, const char *layout)
 {
 	if (floor_id >= layout_max_id(l))
 	{
-		beyond_layout(floor_id);
+		beyond_layout(floor_id, layout);
 		return false;
 	}
 	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
@@ -317,7 +320,7 @@ apply_floor(const SnowflakeLayout *l, int64 floor_id)
  * the start with the setting fixed continues above it.
  */
 void
-mark_replay(int64 mark, const char *layout)
+mark_replay(int64 mark, const char *layout, int64 lead_ms)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	NodeRecord	next;
@@ -331,12 +334,13 @@ mark_replay(int64 mark, const char *layout)
 		if (mark > next.mark_id && node_shared->mark_trouble == REASON_NONE &&
 			node_shared->file_trouble != REASON_STATE_UNREADABLE)
 		{
+			next.lead_ms = Max(next.lead_ms, lead_ms);
 			next.mark_id = mark;
 			strlcpy(next.layout, layout, sizeof(next.layout));
 			next.undo_floor = 0;
 			if (next.mark_id != node_shared->rec.mark_id && node_shared->rec.mark_id == 0)
 				next.flags |= RECORD_FLOOR_PENDING;
-			if (!node_save(&next, false, LOG))
+			if (!node_save(&next, SAVE_STATE, LOG))
 				ereport(ERROR,
 						(errcode_for_file_access(),
 						 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
@@ -350,10 +354,13 @@ mark_replay(int64 mark, const char *layout)
 			strlcpy(snowflake_shared->prev_layout, layout, NAMEDATALEN);
 		else
 			snowflake_shared->prev_layout[0] = '\0';
-		if (apply_floor(l, mark) && trusted())
+		if (apply_floor(l, mark, layout) && trusted())
 		{
 			snowflake_shared->undo_floor = 0;
-			(void) write_mark(l, mark, ERROR);
+			set_mark(l, mark, &next);
+			/* how far its primary's IDs may lead its clock, for a floor */
+			next.lead_ms = Max(next.lead_ms, lead_ms);
+			(void) node_save(&next, SAVE_STATE, ERROR);
 			atomic_raise(&snowflake_shared->reserved, (uint64) mark);
 			atomic_raise(&snowflake_shared->extend_at, (uint64) mark);
 		}
@@ -365,13 +372,8 @@ mark_replay(int64 mark, const char *layout)
 static void
 refuse_mark(void)
 {
-	RefuseArgs	a = {0};
-
-	a.layout = snowflake_layout->name;
-	a.other_layout = snowflake_shared->prev_layout[0] ? snowflake_shared->prev_layout : snowflake_layout->name;
-	a.n = node_shared->trouble_id;
-	node_refuse(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
-				REASON_STATE_UNREADABLE : node_shared->mark_trouble, &a);
+	node_refuse_state(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
+					  REASON_STATE_UNREADABLE : node_shared->mark_trouble);
 }
 
 /*
@@ -406,11 +408,9 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 			break;
 		if (clock_monotonic_us() > deadline)
 		{
-			RefuseArgs	a = {0};
-
 			ConditionVariableCancelSleep();
-			a.origin_failed = snowflake_shared->origin_failed;
-			node_refuse(REASON_KEEPER_LATE, &a);
+			node_refuse(snowflake_shared->origin_failed ?
+						REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE, NULL);
 		}
 		if (snowflake_shared->keeper_latch)
 			SetLatch(snowflake_shared->keeper_latch);
@@ -500,7 +500,7 @@ mark_keeper_start(bool legacy_failed)
 		int64		mark;
 
 		if (snowflake_shared->legacy_state == LEGACY_PRESENT)
-			(void) apply_floor(l, snowflake_shared->legacy_mark);
+			(void) apply_floor(l, snowflake_shared->legacy_mark, l->name);
 		snowflake_shared->origin_failed = false;
 		/* durable, and no longer pending, before anything is issued above */
 		node_shared->floor_pending = false;
@@ -544,7 +544,7 @@ mark_keep_ahead(void)
 		 */
 		mark = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				   (int64) pg_atomic_read_u64(&snowflake_shared->reserved));
-		wal_log_reservation(mark, l->name);
+		wal_log_reservation(mark, l->name, settings_max_lead_ms());
 		snowflake_shared->legacy_state = LEGACY_COVERED;
 	}
 	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
@@ -556,7 +556,7 @@ mark_keep_ahead(void)
 		return;
 
 	mark = tick_ceiling(l, tick + w);
-	wal_log_reservation(mark, l->name);
+	wal_log_reservation(mark, l->name, settings_max_lead_ms());
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	/* a repair meanwhile may have moved the state above the mark */
 	if (trusted() &&
@@ -622,10 +622,9 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	int64		legacy = 0;
 	int64		reserved = 0;
 	int64		undo = snowflake_shared->undo_floor;
-	RefuseArgs	a = {0};
 
 	if (node_shared->file_trouble == REASON_STATE_UNREADABLE)
-		node_refuse(REASON_STATE_UNREADABLE, &a);
+		refuse_mark();
 	if (above < 0 || above >= layout_max_id(l))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -659,10 +658,8 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	}
 	if (legacy >= layout_max_id(l))
 	{
-		a.layout = l->name;
-		a.other_layout = l->name;
-		a.n = legacy;
-		node_refuse(REASON_STATE_BEYOND_LAYOUT, &a);
+		beyond_layout(legacy, l->name);
+		refuse_mark();
 	}
 	/* a reservation made before bounds IDs that backends may still issue */
 	if (node_shared->mark_trouble == REASON_NONE)
@@ -702,7 +699,7 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	 * reservation first.
 	 */
 	if (log)
-		wal_log_reservation(Max(Max(last, reserved), 1), l->name);
+		wal_log_reservation(Max(Max(last, reserved), 1), l->name, settings_max_lead_ms());
 	next->mark_id = Max(Max(last, reserved), 1);
 	next->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(next->layout, l->name, sizeof(next->layout));
@@ -729,7 +726,7 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last)
 	node_shared->mark_trouble = REASON_NONE;
 	node_shared->floor_pending = false;
 	node_shared->state_writes = 0;
-	if (!node_save(next, node_part, WARNING))
+	if (!node_save(next, node_part ? SAVE_BOTH : SAVE_STATE, WARNING))
 	{
 		node_shared->mark_trouble = trouble;
 		node_shared->floor_pending = pending;

@@ -71,43 +71,122 @@
 
 NodeShared *node_shared = NULL;
 
-/* each reason's state, name and SQLSTATE */
+/*
+ * Each reason's state, name and SQLSTATE, and the words of its refusal.
+ * The values they name (%s) are RefuseArgs', in order: the message's, the
+ * detail's, the hint's.
+ */
 typedef struct ReasonRow
 {
 	NodeState	state;
 	const char *name;
 	int			sqlstate;
+	const char *msg;
+	const char *detail;
+	const char *hint;
 } ReasonRow;
 
 #define SF_SQLSTATE(n)	MAKE_SQLSTATE('5', '5', 'S', '0', n)
 
+#define COPY_MSG	"snowflake data directory is a copy of the node with worker id %s"
+#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped."
+#define FLOOR_MSG	"snowflake does not know which IDs were issued before this data directory"
+#define FILE_MSG	"could not read snowflake file \"%s\""
+#define FILE_DETAIL "It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."
+#define FILE_HINT	"Make it readable by the server's account and restart the server."
+#define LAYOUT_MSG	"snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\""
+#define CLOCK_DETAIL "The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s."
+#define TICK_DETAIL "The next tick begins at %s, %s ms from now; a call waits at most 1000 ms for the clock."
+#define TICK_HINT	"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits."
+#define KEEPER_MSG	"snowflake reservation was not renewed within 5000 ms"
+
 static const ReasonRow reasons[NUM_REASONS] = {
-	[REASON_NONE] = {NODE_READY, NULL, 0},
-	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1')},
-	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1')},
-	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1')},
-	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1')},
-	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1')},
-	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2')},
-	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2')},
-	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2')},
-	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3')},
-	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3')},
-	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR},
-	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR},
-	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED},
-	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4')},
+	[REASON_NONE] = {NODE_READY},
+	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started from a base backup (backup_label) without standby.signal.", COPY_HINT},
+	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued.", COPY_HINT},
+	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1'), COPY_MSG,
+		"It is not the directory that last ran under this worker id: it was copied, or moved to another file system (then above => 0 confirms it).", COPY_HINT},
+	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1'), COPY_MSG,
+		"Its files snowflake.state and snowflake.identity name another system.", COPY_HINT},
+	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1'), COPY_MSG,
+		"Its file snowflake.identity is damaged, so the node cannot tell whether this data directory is a copy.", COPY_HINT},
+	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2'), FLOOR_MSG,
+		"It has neither snowflake.state nor snowflake.identity, and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
+		"As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID."},
+	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2'), FLOOR_MSG,
+		"It started as a standby without snowflake.state, and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
+		"As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID."},
+	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2'),
+		"snowflake does not know which IDs the cluster issued before pg_upgrade",
+		"pg_upgrade ran on this data directory and does not carry snowflake.state over; the old cluster's IDs may carry times ahead of this server's clock.",
+		"As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory."},
+	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3'),
+		"snowflake worker id %s is claimed by another system",
+		"Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
+		"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued."},
+	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3'),
+		"snowflake worker id %s was given up by this node",
+		"This server followed a primary that moved from worker id %s to another; its own snowflake.worker_id still says the old one.",
+		"Set snowflake.worker_id = %s, the primary's, and reload."},
+	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR,
+		FILE_MSG, FILE_DETAIL, FILE_HINT},
+	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR,
+		FILE_MSG, FILE_DETAIL, FILE_HINT},
+	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED,
+		"snowflake state file \"snowflake.state\" is damaged",
+		"The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs.",
+		"As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold."},
+	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4'), LAYOUT_MSG,
+		"The highest ID the node may have issued, %s, is beyond the largest ID of layout \"%s\".",
+		"Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID."},
 	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR},
-	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
-	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
-	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
-	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION},
-	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9')},
-	[REASON_LAYOUT_BELOW] = {NODE_READY, "layout_below", SF_SQLSTATE('4')},
-	[REASON_CLOCK_BACK] = {NODE_READY, "clock_back", SF_SQLSTATE('5')},
-	[REASON_AHEAD_OF_CLOCK] = {NODE_READY, "ahead_of_clock", SF_SQLSTATE('6')},
-	[REASON_TICK_USED_UP] = {NODE_READY, "tick_used_up", SF_SQLSTATE('7')},
-	[REASON_KEEPER_LATE] = {NODE_READY, "keeper_late", SF_SQLSTATE('8')},
+	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"cannot generate snowflake IDs in binary-upgrade mode",
+		"pg_upgrade runs the server in this mode; the state file is left as it is.",
+		"Generate IDs once pg_upgrade has finished and the server runs normally."},
+	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"snowflake must be loaded via \"shared_preload_libraries\"",
+		"The generator keeps its state in shared memory, which is set up at server start.",
+		"Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server."},
+	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"cannot generate snowflake IDs in single-user mode",
+		"Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode.",
+		"Start the server normally to generate IDs."},
+	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
+		"cannot generate snowflake IDs during recovery",
+		"A standby shares the worker id of its primary; IDs it issued would collide.",
+		"Generate IDs on the primary, or promote this standby first."},
+	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9'),
+		"snowflake.worker_id is not set",
+		"Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.",
+		"Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload."},
+	[REASON_LAYOUT_BELOW] = {NODE_READY, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
+		"The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
+		"Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID."},
+	[REASON_CLOCK_BACK] = {NODE_READY, "clock_back", SF_SQLSTATE('5'),
+		"system clock moved backwards by %s ms", CLOCK_DETAIL,
+		"\"snowflake.max_clock_backward_ms\" (%s ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of it; raise either to keep generating."},
+	[REASON_CLOCK_BACK_FAR] = {NODE_READY, "clock_back_far", SF_SQLSTATE('5'),
+		"system clock moved backwards by %s ms", CLOCK_DETAIL,
+		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail."},
+	[REASON_AHEAD_OF_CLOCK] = {NODE_READY, "ahead_of_clock", SF_SQLSTATE('6'),
+		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
+		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating."},
+	[REASON_AHEAD_FAR] = {NODE_READY, "ahead_far", SF_SQLSTATE('6'),
+		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
+		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right."},
+	[REASON_TICK_USED_UP] = {NODE_READY, "tick_used_up", SF_SQLSTATE('7'),
+		"snowflake layout \"%s\" has no ID left in the current tick", TICK_DETAIL, TICK_HINT},
+	[REASON_BLOCK_TOO_LARGE] = {NODE_READY, "block_too_large", SF_SQLSTATE('7'),
+		"snowflake layout \"%s\" has fewer than %s IDs left in the current tick for a block", TICK_DETAIL, TICK_HINT},
+	[REASON_KEEPER_LATE] = {NODE_READY, "keeper_late", SF_SQLSTATE('8'), KEEPER_MSG,
+		"The background worker \"snowflake keeper\" makes every reservation durable, in snowflake.state and in WAL, before IDs may use it.",
+		"Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write snowflake.state or log in WAL."},
+	[REASON_KEEPER_ORIGIN] = {NODE_READY, "keeper_origin", SF_SQLSTATE('8'), KEEPER_MSG,
+		"The floor after recovery needs replication origin \"snowflake_high_water_mark\", through which version 1.1 logged its reservations, and the worker that reads it failed.",
+		"The server log says why; the keeper starts that worker again after ten seconds."},
 };
 
 static const char *const state_names[] = {
@@ -194,33 +273,35 @@ node_publish(void)
 }
 
 /*
- * Make next the node's record: write it (to snowflake.state, and to
- * snowflake.identity too when node_part), and only then put it in shared
- * memory.  A file the start could not read is never written (it is left
- * for the operator to look at), nor a damaged state file but by a repair,
- * which clears mark_trouble first.  Returns false, having changed nothing,
- * if a write failed (reported at elevel).  With the lock held.
+ * Make next the node's record: write it to the files asked for (the state
+ * file at every change; snowflake.identity too when the node's part
+ * changes, and the node's part counts a change), and only then put it in
+ * shared memory and publish it.  A file the start could not read is never
+ * written (it is left for the operator to look at), nor a damaged state
+ * file but by a repair, which clears mark_trouble first; pg_upgrade's
+ * servers write nothing.  Returns false, having changed nothing, if a
+ * write failed (reported at elevel).  With the lock held.
  */
 bool
-node_save(const NodeRecord *next, bool node_part, int elevel)
+node_save(const NodeRecord *next, int files, int elevel)
 {
 	NodeShared *n = node_shared;
 	NodeRecord	rec = *next;
-	bool		state_ok = n->file_trouble != REASON_STATE_UNREADABLE &&
-		n->mark_trouble != REASON_STATE_DAMAGED;
-	bool		identity_ok = n->file_trouble != REASON_RECORD_UNREADABLE;
 
-	/* pg_upgrade's servers leave the files as they are */
 	if (n->disabled == REASON_BINARY_UPGRADE)
 		return false;
-	if (node_part)
+	if (n->file_trouble == REASON_STATE_UNREADABLE || n->mark_trouble == REASON_STATE_DAMAGED)
+		files &= ~SAVE_STATE;
+	if (n->file_trouble == REASON_RECORD_UNREADABLE)
+		files &= ~SAVE_IDENTITY;
+	if (files & SAVE_IDENTITY)
 		rec.changes++;
 	rec.flags |= RECORD_NODE;
-	if (state_ok &&
+	if ((files & SAVE_STATE) &&
 		!persist_write_file(SNOWFLAKE_STATE_FILE, &rec, sizeof(rec),
 							&n->state_writes, elevel))
 		return false;
-	if (node_part && identity_ok &&
+	if ((files & SAVE_IDENTITY) &&
 		!persist_write_file(SNOWFLAKE_IDENTITY_FILE, &rec, sizeof(rec),
 							&n->identity_writes, elevel))
 		return false;
@@ -230,236 +311,61 @@ node_save(const NodeRecord *next, bool node_part, int elevel)
 }
 
 /*
- * Refuse a call, for a reason, with the arguments the message names.
- * Every refusal the node makes is here, one message each.
+ * Refuse a call, for a reason, with the values its words name.  Every
+ * refusal the node makes is here, from the table above.
  */
 void
 node_refuse(NodeReason r, const RefuseArgs *a)
 {
-	int			code = reasons[r].sqlstate;
+	static const RefuseArgs none = {{0}};
+	const ReasonRow *row = &reasons[r];
 
-	switch (r)
+	if (a == NULL)
+		a = &none;
+	if (r == REASON_SETTINGS_REJECTED)
+		settings_require_usable();
+	if (r <= REASON_NONE || r >= NUM_REASONS || row->msg == NULL)
+		elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
+	ereport(ERROR,
+			(errcode(row->sqlstate),
+			 errmsg(row->msg, a->msg[0], a->msg[1]),
+			 errdetail(row->detail, a->detail[0], a->detail[1], a->detail[2]),
+			 errhint(row->hint, a->hint[0], a->hint[1])));
+}
+
+/* A number, as the words of a refusal name it. */
+const char *
+node_num(int64 v)
+{
+	return psprintf(INT64_FORMAT, v);
+}
+
+/*
+ * Refuse for a reason of the node's state, naming what the record says:
+ * the worker id it is held under (for worker_retired, the one given up
+ * and the primary's), the file it cannot read, the layouts of a mark
+ * beyond the layout in force.
+ */
+void
+node_refuse_state(NodeReason r)
+{
+	NodeShared *n = node_shared;
+	const char *worker = node_num(n->rec.worker);
+	const char *layout = snowflake_layout->name;
+	RefuseArgs	a = {{worker}};
+
+	if (r == REASON_WORKER_RETIRED)
 	{
-		case REASON_BACKUP_LABEL:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("The server was started from a base backup (backup_label) without standby.signal."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
-			break;
-		case REASON_RECOVERY_SIGNAL:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was restored from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
-			break;
-		case REASON_OTHER_DIRECTORY:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("It is not the directory that last ran under this worker id (copied, or moved to another file system)."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped (above => 0 if the directory was moved, not copied).")));
-			break;
-		case REASON_OTHER_SYSTEM:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("Its files \"%s\" and \"%s\" name another system.",
-							   SNOWFLAKE_STATE_FILE, SNOWFLAKE_IDENTITY_FILE),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped.")));
-			break;
-		case REASON_RECORD_DAMAGED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", a->worker),
-					 errdetail("Its file \"%s\" is damaged, so the node cannot tell whether this data directory is a copy.",
-							   SNOWFLAKE_IDENTITY_FILE),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it is the node of that worker id, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time the node last stopped.")));
-			break;
-		case REASON_NEVER_INSTALLED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It has neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
-							   SNOWFLAKE_STATE_FILE, SNOWFLAKE_IDENTITY_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID.")));
-			break;
-		case REASON_NEW_AS_STANDBY:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It started as a standby without \"%s\", and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
-							   SNOWFLAKE_STATE_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID.")));
-			break;
-		case REASON_UPGRADED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade"),
-					 errdetail("pg_upgrade ran on this data directory and does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
-							   SNOWFLAKE_STATE_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory.")));
-			break;
-		case REASON_CLAIMED_ELSEWHERE:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake worker id %d is claimed by another system", a->worker),
-					 errdetail("Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued.")));
-			break;
-		case REASON_WORKER_RETIRED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake worker id %d was given up by this node for worker id %d",
-							a->worker, a->other_worker),
-					 errdetail("This server followed a primary that moved from worker id %d to %d; its own snowflake.worker_id still says %d.",
-							   a->worker, a->other_worker, a->worker),
-					 errhint("Set snowflake.worker_id = %d and reload.", a->other_worker)));
-			break;
-		case REASON_RECORD_UNREADABLE:
-		case REASON_STATE_UNREADABLE:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("could not read snowflake file \"%s\"",
-							r == REASON_STATE_UNREADABLE ? SNOWFLAKE_STATE_FILE : SNOWFLAKE_IDENTITY_FILE),
-					 errdetail("It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."),
-					 errhint("Make it readable by the server's account and restart the server.")));
-			break;
-		case REASON_STATE_DAMAGED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake state file \"%s\" is damaged", SNOWFLAKE_STATE_FILE),
-					 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold.")));
-			break;
-		case REASON_STATE_BEYOND_LAYOUT:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
-							a->layout, a->other_layout),
-					 errdetail("The highest ID the node may have issued, " INT64_FORMAT ", is beyond the largest ID of layout \"%s\".",
-							   a->n, a->layout),
-					 errhint("Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID.",
-							 a->other_layout)));
-			break;
-		case REASON_LAYOUT_BELOW:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
-							a->layout, a->other_layout),
-					 errdetail("The last ID, read in the \"%s\" layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
-							   a->layout, a->at, a->now),
-					 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
-							 a->other_layout)));
-			break;
-		case REASON_SETTINGS_REJECTED:
-			settings_require_usable();
-			break;
-		case REASON_BINARY_UPGRADE:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("cannot generate snowflake IDs in binary-upgrade mode"),
-					 errdetail("pg_upgrade runs the server in this mode; the state file is left as it is."),
-					 errhint("Generate IDs once pg_upgrade has finished and the server runs normally.")));
-			break;
-		case REASON_NOT_PRELOADED:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
-					 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
-					 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
-			break;
-		case REASON_SINGLE_USER:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("cannot generate snowflake IDs in single-user mode"),
-					 errdetail("Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode."),
-					 errhint("Start the server normally to generate IDs.")));
-			break;
-		case REASON_IN_RECOVERY:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("cannot generate snowflake IDs during recovery"),
-					 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
-					 errhint("Generate IDs on the primary, or promote this standby first.")));
-			break;
-		case REASON_NO_WORKER_ID:
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake.worker_id is not set"),
-					 errdetail("Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs."),
-					 errhint("Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload.")));
-			break;
-		case REASON_CLOCK_BACK:
-			if (a->beyond_cap)
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("system clock moved backwards by " INT64_FORMAT " ms", a->lead_ms),
-						 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
-								   a->at, a->now, a->until),
-						 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail.")));
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("system clock moved backwards by " INT64_FORMAT " ms", a->lead_ms),
-					 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
-							   a->at, a->now, a->until),
-					 errhint("\"snowflake.max_clock_backward_ms\" (%d ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
-							 snowflake_max_clock_backward_ms, snowflake_max_run_ahead_ms)));
-			break;
-		case REASON_AHEAD_OF_CLOCK:
-			if (a->beyond_cap)
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock", a->lead_ms),
-						 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
-								   a->at, a->now, a->until),
-						 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right.")));
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock", a->lead_ms),
-					 errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
-							   a->at, a->now, a->until),
-					 errhint("\"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs ahead of the clock; raise it to keep generating.",
-							 snowflake_max_run_ahead_ms)));
-			break;
-		case REASON_TICK_USED_UP:
-			if (a->n > 1)
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("snowflake layout \"%s\" has fewer than " INT64_FORMAT " IDs left in the current tick for a block",
-								a->layout, a->n),
-						 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most 1000 ms for the clock.",
-								   a->until, a->lead_ms),
-						 errhint("\"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
-								 snowflake_max_run_ahead_ms)));
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake layout \"%s\" has no ID left in the current tick", a->layout),
-					 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most 1000 ms for the clock.",
-							   a->until, a->lead_ms),
-					 errhint("\"snowflake.max_run_ahead_ms\" (%d ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
-							 snowflake_max_run_ahead_ms)));
-			break;
-		case REASON_KEEPER_LATE:
-			if (a->origin_failed)
-				ereport(ERROR,
-						(errcode(code),
-						 errmsg("snowflake reservation was not renewed within 5000 ms"),
-						 errdetail("The floor after recovery needs replication origin \"%s\", through which version 1.1 logged its reservations, and the worker that reads it failed.",
-								   "snowflake_high_water_mark"),
-						 errhint("The server log says why; the keeper starts that worker again after ten seconds.")));
-			ereport(ERROR,
-					(errcode(code),
-					 errmsg("snowflake reservation was not renewed within 5000 ms"),
-					 errdetail("The background worker \"snowflake keeper\" makes every reservation durable, in \"%s\" and in WAL, before IDs may use it.",
-							   SNOWFLAKE_STATE_FILE),
-					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write \"%s\" or log in WAL.",
-							 SNOWFLAKE_STATE_FILE)));
-			break;
-		case REASON_NONE:
-		case NUM_REASONS:
-			break;
+		const char *given_up = node_num((int32) pg_atomic_read_u32(&n->configured));
+
+		a = (RefuseArgs) {{given_up}, {given_up}, {worker}};
 	}
-	elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
+	else if (r == REASON_RECORD_UNREADABLE)
+		a.msg[0] = SNOWFLAKE_IDENTITY_FILE;
+	else if (r == REASON_STATE_UNREADABLE)
+		a.msg[0] = SNOWFLAKE_STATE_FILE;
+	else if (r == REASON_STATE_BEYOND_LAYOUT)
+		a = (RefuseArgs) {{layout, n->trouble_layout}, {node_num(n->trouble_id), layout},
+		{n->trouble_layout}};
+	node_refuse(r, &a);
 }

@@ -68,9 +68,13 @@ typedef enum NodeReason
 	REASON_NO_WORKER_ID,
 	REASON_LAYOUT_BELOW,
 	REASON_CLOCK_BACK,
+	REASON_CLOCK_BACK_FAR,
 	REASON_AHEAD_OF_CLOCK,
+	REASON_AHEAD_FAR,
 	REASON_TICK_USED_UP,
+	REASON_BLOCK_TOO_LARGE,
 	REASON_KEEPER_LATE,
+	REASON_KEEPER_ORIGIN,
 	NUM_REASONS
 } NodeReason;
 
@@ -95,6 +99,9 @@ typedef struct NodeRecord
 	uint32		flags;			/* RECORD_*; 1.0's files have none */
 	uint32		padding;
 	int64		undo_floor;		/* see mark_repair(); 1.1's files: 0 */
+	int64		lead_ms;		/* the furthest the clock policy let IDs lead
+								 * the clock, by the reservations made or
+								 * replayed; 1.1's files: 0 */
 
 	/* the node: which node this data directory is (since 1.2) */
 	uint64		system_identifier;
@@ -140,26 +147,22 @@ typedef struct NodeShared
 	NodeReason	file_trouble;	/* a file that could not be read, NONE */
 	bool		floor_pending;	/* recovery's floor not applied yet */
 	int64		trouble_id;		/* the ID beyond the layout, for the message */
+	char		trouble_layout[NAMEDATALEN];	/* the layout it was issued in */
 	pg_atomic_uint32 published; /* NodeState | NodeReason << 8 */
 	pg_atomic_uint32 configured;	/* snowflake.worker_id, as last read */
 } NodeShared;
 
 extern NodeShared *node_shared;
 
-/* the arguments some refusals name */
+/*
+ * The values a refusal's words name, as text, in the order its message,
+ * detail and hint name them (node.c's table says which).
+ */
 typedef struct RefuseArgs
 {
-	int64		n;				/* a block's size */
-	int			worker;			/* a worker id */
-	int			other_worker;	/* another one */
-	const char *layout;			/* a layout name */
-	const char *other_layout;
-	const char *at;				/* times, as text */
-	const char *now;
-	const char *until;
-	int64		lead_ms;		/* how far: ahead, back, until the next tick */
-	bool		beyond_cap;		/* further than any setting lets it run */
-	bool		origin_failed;	/* the keeper cannot read 1.1's origin */
+	const char *msg[2];
+	const char *detail[3];
+	const char *hint[2];
 } RefuseArgs;
 
 extern Size node_shmem_size(void);
@@ -169,7 +172,14 @@ extern const char *node_reason_name(NodeReason r);
 extern NodeState node_reason_state(NodeReason r);
 extern NodeState node_state(NodeReason *reason);
 extern void node_publish(void);
-extern bool node_save(const NodeRecord *next, bool node_part, int elevel);
+/* which files node_save() writes */
+#define SAVE_STATE		0x1
+#define SAVE_IDENTITY	0x2
+#define SAVE_BOTH		(SAVE_STATE | SAVE_IDENTITY)
+
+extern bool node_save(const NodeRecord *next, int files, int elevel);
 extern void node_refuse(NodeReason r, const RefuseArgs *a) pg_attribute_noreturn();
+extern void node_refuse_state(NodeReason r) pg_attribute_noreturn();
+extern const char *node_num(int64 v);
 
 #endif							/* SNOWFLAKE_NODE_H */

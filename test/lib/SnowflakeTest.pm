@@ -163,7 +163,8 @@ sub refusal
 	return wantarray ? ('generated', '') : 'generated' if $ret == 0;
 	my ($code) = $err =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/;
 	my $what = $code // $err;
-	if (defined $code)
+	# the refusals of a node's state: held back, broken, disabled
+	if (defined $code && $code =~ /^(55S0[1-4]|58030|XX001|F0000|55000)$/)
 	{
 		my ($r2, $reason) = $node->psql($db,
 			'SELECT reason FROM snowflake_status WHERE reason IS NOT NULL');

@@ -1,4 +1,10 @@
-/* snowflake--1.2.sql */
+/*
+ * snowflake.sql: the full install script of the current version, the one
+ * source of its SQL.  The Makefile copies it to snowflake--VERSION.sql
+ * (VERSION: default_version in snowflake.control).  Every change here goes
+ * into the update script from the last release too; test/t/007_upgrade.pl
+ * checks that both give the same extension.
+ */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION snowflake" to load this file. \quit
@@ -469,10 +475,11 @@ AS $$
 DECLARE
 	floor_id bigint := @extschema@.snowflake_identity_confirm(above, old_data_directory, stopped_at);
 BEGIN
-	-- the node's claim follows it to its new system identifier
+	-- the node's claim follows it to its new system identifier (the worker
+	-- id it runs as: released at commit, it refuses until then)
 	UPDATE @extschema@.snowflake_workers
 	SET system_identifier = (SELECT system_identifier FROM pg_control_system())
-	WHERE worker_id = @extschema@.snowflake_worker_id()
+	WHERE worker_id = pg_catalog.current_setting('snowflake.worker_id')::integer
 	  AND system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	-- other systems' claims the table holds (pg_upgrade carried the rows,
 	-- not the node's record of them) are kept, as claims that arrive are
