@@ -166,8 +166,9 @@ sub refusal
 	# the refusals of a node's state: held back, broken, disabled
 	if (defined $code && $code =~ /^(55S0[1-4]|58030|XX001|F0000|55000)$/)
 	{
+		# the extension's schema, wherever the session's search_path is
 		my ($r2, $reason) = $node->psql($db,
-			'SELECT reason FROM snowflake_status WHERE reason IS NOT NULL');
+			'SET search_path = public, snowflake; SELECT reason FROM snowflake_status WHERE reason IS NOT NULL');
 		$what .= " $reason" if $r2 == 0 && $reason ne '';
 	}
 	return wantarray ? ($what, $err) : $what;

@@ -32,7 +32,9 @@ $clone->init_from_backup($src, 'b1');
 $clone->start;
 is(refusal($clone), '55S01 backup_label', 'a clone is held back');
 set_worker($clone, -1);
-is(refusal($clone), '55S09 backup_label', 'with its worker id unset it generates nothing, still held back');
+is(refusal($clone), '55S09', 'with its worker id unset it generates nothing');
+is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
+	'still held back as a copy');
 set_worker($clone, 1);
 is(refusal($clone), '55S01 backup_label', 'set back to 1 by a reload, still a copy of worker 1');
 set_worker($clone, -1);
