@@ -186,7 +186,7 @@ $pitr->append_conf('postgresql.conf',
 $pitr->start;
 $pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'the restore did not end';
-is(refusal($pitr), '55S01 backup_label', 'a PITR restore started beside the original refuses');
+is(refusal($pitr), '55S01 recovery_signal', 'a PITR restore started beside the original refuses');
 $pitr->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 4; SELECT pg_reload_conf()');
 $pitr->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 4')
   or die 'the restore did not take worker 4';
