@@ -182,6 +182,7 @@ for my $case ('not preloaded', 'worker id not set')
 	my ($code, $err) = refusal($d);
 	is($code, '55S03 claimed_elsewhere',
 		"a claim restored while the $case holds the node back under that worker id");
+	like($err, qr/ERROR:  55S03: \D*\b9\b/, 'naming worker id 9');
 	like($err, qr/HINT:  .*snowflake\.worker_id.*snowflake\.snowflake_confirm_node\(above => /,
 		'the hint names the two steps');
 	$d->append_conf('postgresql.conf', "snowflake.worker_id = 10\n");

@@ -36,7 +36,9 @@ is(refusal($clone), '55S09', 'with its worker id unset it generates nothing');
 is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
 	'still held back as a copy');
 set_worker($clone, 1);
-is(refusal($clone), '55S01 backup_label', 'set back to 1 by a reload, still a copy of worker 1');
+my ($code, $err) = refusal($clone);
+is($code, '55S01 backup_label', 'set back to 1 by a reload, still a copy');
+like($err, qr/ERROR:  55S01: \D*\b1\b/, 'of worker 1');
 set_worker($clone, -1);
 $clone->restart;
 set_worker($clone, 1);
@@ -118,7 +120,7 @@ $copy->stop;
 my $upg = snowflake_node('upg', worker_id => 1);
 pg_upgrade_ok($copy, $upg, 'pg_upgrade of the clone');
 $upg->start;
-my ($code, $err) = refusal($upg, 'postgres',
+($code, $err) = refusal($upg, 'postgres',
 	"SELECT snowflake.snowflake_confirm_node(old_data_directory => '" . $copy->data_dir . "')");
 is($code, '55000 upgraded', 'confirming it from the clone\'s directory is refused');
 like($err, qr/DETAIL:  .*held_copy \(backup_label\)/, 'naming what the clone was: a copy');

@@ -40,7 +40,9 @@ sub fix_typo
 sub copy_until_own
 {
 	my ($node, $worker, $what) = @_;
-	is(refusal($node), '55S01 backup_label', "$what, it is a copy of worker 1, from the base backup it started from");
+	my ($code, $err) = refusal($node);
+	is($code, '55S01 backup_label', "$what, it is a copy, from the base backup it started from");
+	like($err, qr/ERROR:  55S01: \D*\b1\b/, "$what, of worker 1");
 	set_worker($node, $worker);
 	is(refusal($node), 'generated', "$what, a worker id of its own releases it");
 	return;
