@@ -13,6 +13,8 @@
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 
+#include "compat.h"
+
 /*
  * The node's state, as snowflake_status shows it.  The first four are
  * durable (the record keeps them across restarts); the others come from
@@ -178,8 +180,8 @@ extern void node_publish(void);
 #define SAVE_BOTH		(SAVE_STATE | SAVE_IDENTITY)
 
 extern bool node_save(const NodeRecord *next, int files, int elevel);
-extern void node_refuse(NodeReason r, const RefuseArgs *a) pg_attribute_noreturn();
-extern void node_refuse_state(NodeReason r) pg_attribute_noreturn();
+pg_noreturn extern void node_refuse(NodeReason r, const RefuseArgs *a);
+pg_noreturn extern void node_refuse_state(NodeReason r);
 extern const char *node_num(int64 v);
 
 #endif							/* SNOWFLAKE_NODE_H */
