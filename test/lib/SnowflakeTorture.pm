@@ -353,6 +353,26 @@ sub wait_up
 	return 0;
 }
 
+# A child of the node killed: the postmaster restarts every process, the
+# keeper included.  A keeper the history stopped would hold the restart
+# until the postmaster's SIGKILL (not seen to come under libfaketime): it
+# runs again to take the SIGQUIT, and the keeper after the restart is a new
+# one.  Once the postmaster has reaped the child, the restart refuses
+# connections until recovery ends, so the node is waited for from then on,
+# not from before the postmaster saw the death.
+sub wait_restarted
+{
+	my ($h, $node, $pid) = @_;
+	wake_keeper($h) if $node == $h->{node};
+	for (1 .. 200)
+	{
+		last unless kill 0, $pid;
+		select(undef, undef, undef, 0.05);
+	}
+	wait_up($node) or violation($h, 'the node did not come back after a crash');
+	return;
+}
+
 # Wait until a node has left recovery; false if it never does.
 sub wait_primary
 {
@@ -658,6 +678,9 @@ sub burst
 	my $block = $opt{block} // pick(1, 1, 1, 2, 17, 300, 'capacity');
 	my $form = $opt{form} // pick('block', 'series');
 	my $db = pick(@{ $h->{dbs} });
+	# an extension in a schema of its own is in one database: a second
+	# database made after it has its own, of the current version
+	$db = 'postgres' if $opt{schema};
 	$block = 1 if $opt{single};
 	$form = 'series' if $h->{layout} eq 'sonyflake';
 	say_op($h, "burst $nsess x $n ($kind)" .
@@ -677,7 +700,7 @@ sub burst
 		# a tick's capacity, in the layout in force; no block is larger
 		# (sonyflake's tick holds 256)
 		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = split_part(current_setting('snowflake.layout'), '\@', 1)), "
-		  . "1 << current_setting('snowflake.custom_seq_bits')::int))";
+		  . "1 << current_setting('snowflake.custom_seq_bits', true)::int))";
 		my $size = $block eq 'capacity' ? $capacity : "least($block, $capacity)";
 		my $calls = "generate_series(1, greatest($n / $size, 1))";
 		# the first of a block stands for first .. first + n - 1 only
@@ -719,11 +742,10 @@ sub burst
 		select(undef, undef, undef, rand(0.05));
 		my (undef, $pids) = try_sql($node, "SELECT pid FROM pg_stat_activity WHERE application_name = 'torture_burst'", 10);
 		my @p = grep { /^\d+$/ } split /\s+/, $pids;
-		if (@p)
+		if (@p && kill 'KILL', $p[0])
 		{
-			kill 'KILL', $p[0];
 			$h->{faults}++;
-			$ctx->{killed} = 1;
+			$ctx->{killed} = $p[0];
 		}
 	}
 	my @sessions;
@@ -745,8 +767,11 @@ sub burst
 	check_ids($h, \@sessions, 'burst', $ctx);
 	saw_clock($h, $ctx);
 	$why = judge($h, ${ $_->[2] }, 'burst', $ctx) // $why for @runs;
-	crashed($h) if $ctx->{killed};
-	wait_up($node) if $during eq 'kill';
+	if ($ctx->{killed})
+	{
+		crashed($h);
+		wait_restarted($h, $node, $ctx->{killed});
+	}
 	# the operator takes the step the refusal's hint names, now and then
 	follow_hint($h, $node, $why) if $why && ($opt{follow} || rand() < 0.5);
 	return;
@@ -898,7 +923,7 @@ sub restart
 			kill 'KILL', $pid;
 			crashed($h);
 			# a child's SIGKILL restarts every process
-			wait_up($node);
+			wait_restarted($h, $node, $pid);
 		}
 		else
 		{
@@ -1168,7 +1193,7 @@ sub standby_op
 		}
 		kill 'KILL', $pid if $pid;
 		eval { $run->finish; };
-		wait_up($sb);
+		$pid ? wait_restarted($h, $sb, $pid) : wait_up($sb);
 		# a standby refuses to generate, and says why
 		my ($ret, $out, $err) = try_sql($sb, 'SELECT snowflake_nextval()');
 		if ($ret == 0)

@@ -60,10 +60,11 @@ for my $seed ($first .. $first + $seeds - 1)
 	$covered{$_} += $h->{kinds}{$_} for keys %{ $h->{kinds} };
 }
 # a history may refuse throughout (a clock far back, a layout that cannot
-# continue); the histories together must have issued IDs
-ok($total{ids} > 0, "the histories issued $total{ids} IDs");
+# continue); the histories of a run together must have issued IDs (a replay
+# of a few steps may not reach a call that generates)
 if (!defined $ENV{TORTURE_FORCE})
 {
+	ok($total{ids} > 0, "the histories issued $total{ids} IDs");
 	my @missing = grep { !$covered{$_} } @kinds;
 	ok(!@missing, 'every kind of event was played') or diag('never played: ' . join(', ', @missing));
 }
