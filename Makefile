@@ -15,10 +15,18 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o
-# every install and update script, by name (a wildcard misses them in the
-# out-of-tree builds of Debian's pg_buildext)
-DATA = sql/snowflake--1.0.sql sql/snowflake--1.1.sql sql/snowflake--1.2.sql \
+	src/identity.o src/node.o
+# The current version's full install script is built from sql/snowflake.sql
+# (its one source); the released 1.0 script and every update script are
+# installed as they are, named one by one (a wildcard misses them in the
+# out-of-tree builds of Debian's pg_buildext, which run this Makefile with
+# -f from a build directory and VPATH set to the sources).  An install of
+# 1.1 is 1.0 updated.  test/t/007_upgrade.pl fails if a released script
+# changes.
+EXTVERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" \
+	$(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = sql/snowflake--1.0.sql \
 	sql/snowflake--1.0--1.1.sql sql/snowflake--1.1--1.2.sql \
 	snowflake--1.0.control snowflake--1.1.control
 PGFILEDESC = "snowflake - Snowflake ID generator"
@@ -42,7 +50,11 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/state.h src/wal.h \
-	src/identity.h
+	src/identity.h src/node.h
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
+	@mkdir -p sql
+	cp $< $@
 
 # out-of-tree builds need the object directory
 $(OBJS): | objdir

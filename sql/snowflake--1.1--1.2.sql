@@ -123,6 +123,34 @@ COMMENT ON FUNCTION snowflake.snowflake_repair_state(bigint, boolean) IS
 
 REVOKE ALL ON FUNCTION snowflake.snowflake_repair_state(bigint, boolean) FROM PUBLIC;
 
+-- The node's state, and why, first in snowflake_status.  The counters
+-- change with every call: VOLATILE.  They live in shared memory, so any
+-- process, a parallel worker too, reads the same values.
+DROP VIEW snowflake.snowflake_status;
+DROP FUNCTION snowflake.snowflake_status();
+
+CREATE FUNCTION snowflake.snowflake_status(
+	OUT state text, OUT reason text,
+	OUT worker_id integer, OUT layout text, OUT last_id bigint,
+	OUT last_id_time timestamptz, OUT ids_issued bigint, OUT waits bigint,
+	OUT clock_back_events bigint, OUT clock_back_max_ms bigint,
+	OUT run_ahead_ids bigint, OUT run_ahead_ms bigint, OUT refused bigint,
+	OUT high_water_mark bigint, OUT high_water_mark_time timestamptz,
+	OUT started_at timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'snowflake_status'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake.snowflake_status() IS
+'state and counters of this node''s generator since the server started';
+
+CREATE VIEW snowflake.snowflake_status AS SELECT * FROM snowflake.snowflake_status();
+
+COMMENT ON VIEW snowflake.snowflake_status IS
+'state and counters of this node''s generator since the server started';
+
+GRANT SELECT ON snowflake.snowflake_status TO PUBLIC;
+
 -- the bodies that named 1.1's schema, and the checks of 1.2
 CREATE OR REPLACE FUNCTION snowflake.snowflake_claim_worker(node_name text DEFAULT NULL)
 RETURNS snowflake.snowflake_workers
@@ -267,23 +295,26 @@ END $$;
 -- The node's identity: a copy, an upgrade or a restore of a node is held
 -- back until it gets a worker id of its own or is confirmed as that node.
 --
-CREATE FUNCTION snowflake.snowflake_identity_confirm(above bigint, old_data_directory text)
+CREATE FUNCTION snowflake.snowflake_identity_confirm(above bigint, old_data_directory text, stopped_at timestamptz)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_identity_confirm'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION snowflake.snowflake_identity_confirm(bigint, text) IS
+COMMENT ON FUNCTION snowflake.snowflake_identity_confirm(bigint, text, timestamptz) IS
 'internal: mark this data directory as the node of its worker id, above the given floor';
 
-REVOKE ALL ON FUNCTION snowflake.snowflake_identity_confirm(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake.snowflake_identity_confirm(bigint, text, timestamptz) FROM PUBLIC;
 
-CREATE FUNCTION snowflake.snowflake_confirm_node(above bigint DEFAULT NULL, old_data_directory text DEFAULT NULL)
+-- A node that is not the one that issued IDs under its worker id cannot
+-- know how far they went: the confirmation always names a floor.
+CREATE FUNCTION snowflake.snowflake_confirm_node(above bigint DEFAULT NULL, old_data_directory text DEFAULT NULL,
+												 stopped_at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	floor_id bigint := snowflake.snowflake_identity_confirm(above, old_data_directory);
+	floor_id bigint := snowflake.snowflake_identity_confirm(above, old_data_directory, stopped_at);
 BEGIN
 	-- the node's claim follows it to its new system identifier
 	UPDATE snowflake.snowflake_workers
@@ -298,10 +329,10 @@ BEGIN
 	RETURN floor_id;
 END $$;
 
-COMMENT ON FUNCTION snowflake.snowflake_confirm_node(bigint, text) IS
-'this server is the node of its worker id (restored, upgraded, moved): continue above the given ID or the old data directory''s state, and generate';
+COMMENT ON FUNCTION snowflake.snowflake_confirm_node(bigint, text, timestamptz) IS
+'this server is the node of its worker id (restored, upgraded, moved): continue above the given ID, the old data directory''s state or every ID up to the time the node stopped, and generate';
 
-REVOKE ALL ON FUNCTION snowflake.snowflake_confirm_node(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake.snowflake_confirm_node(bigint, text, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION snowflake.snowflake_identity_installed()
 RETURNS void

@@ -20,6 +20,7 @@
 #include "utils/tuplestore.h"
 
 #include "clock.h"
+#include "node.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -415,14 +416,23 @@ snowflake_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	GeneratorStatus st;
-	Datum		values[14];
-	bool		nulls[14];
+	Datum		values[16];
+	bool		nulls[16];
 	int			i = 0;
+	NodeReason	reason;
+	NodeState	state;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	generator_status(&st);
 	memset(nulls, 0, sizeof(nulls));
+
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	state = node_state(&reason);
+	LWLockRelease(node_shared->lock);
+	values[i++] = CStringGetTextDatum(node_state_name(state));
+	nulls[i] = reason == REASON_NONE;
+	values[i++] = reason == REASON_NONE ? (Datum) 0 : CStringGetTextDatum(node_reason_name(reason));
 
 	nulls[i] = st.worker_id < 0;
 	values[i++] = Int32GetDatum(st.worker_id);
@@ -496,6 +506,8 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 	int64		now_ms;
 	int64		lead_ms;
 	int64		allowed_ms;
+	int64		last;
+	NodeRecord	next;
 
 	(void) generator_require_ready();
 	now_ms = clock_unix_ms();
@@ -520,9 +532,14 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 							   timestamptz_to_str(layout_tick_to_timestamptz(l, tick)), allowed_ms),
 					 errhint("Check the value; to repair to it anyway, add force => true. A forced repair can be undone with another forced one while no ID was issued after it.")));
 	}
-	PG_RETURN_INT64(mark_repair(above, force &&
-								(uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id),
-								false));
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	last = mark_repair_locked(above, force &&
+							  (uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id),
+							  false, &next);
+	mark_repair_save(&next, false, last);
+	LWLockRelease(node_shared->lock);
+	PG_RETURN_INT64(last);
 }
 
 /* snowflake_worker_id(): the worker id in force, or why there is none. */

@@ -28,7 +28,7 @@ typedef void (*wal_redo_hook) (int64 mark, const char *layout);
  * Called in the startup process for every identity record replayed, with
  * the record as identity.c logged it (at most WAL_IDENTITY_MAX bytes).
  */
-#define WAL_IDENTITY_MAX	256
+#define WAL_IDENTITY_MAX	512
 typedef void (*wal_identity_hook) (const void *rec, Size len);
 
 /* What the origin of 1.1 says; see wal_legacy_mark(). */

@@ -73,8 +73,26 @@ pg_workdir() {
 }
 
 # start_server DIR PRELOAD(yes|no) [postgresql.conf lines...]
-# A server on a Unix socket in DIR only, so it clashes with nothing.
+# A server on a Unix socket in DIR only, so it clashes with nothing, with
+# the extension's schema in its search_path, so that the tests may call its
+# functions unqualified (docs/install.md recommends that only for a
+# person's role; test/orm sets its application role's own).
 start_server() {
+	local dir=$1 preload=$2
+	shift 2
+	server_in "$dir" "$preload" "search_path = '\"\$user\", public, snowflake'" "$@"
+}
+
+# start_recommended DIR [postgresql.conf lines...]: a server as README
+# recommends: the library preloaded, and search_path as PostgreSQL has it,
+# without the extension's schema.  README's SQL and make demo run there.
+start_recommended() {
+	local dir=$1
+	shift
+	server_in "$dir" yes "$@"
+}
+
+server_in() {
 	local dir=$1 preload=$2
 	shift 2
 	as_pg "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log"
@@ -83,10 +101,6 @@ start_server() {
 		echo "unix_socket_directories = '$dir'"
 		echo "port = 5432"
 		[ "$preload" = yes ] && echo "shared_preload_libraries = 'snowflake'"
-		# the extension's schema, so that the tests may call its functions
-		# unqualified (README's Configure recommends it only for a person's
-		# role; test/orm sets its application role's own)
-		echo "search_path = '\"\$user\", public, snowflake'"
 		for line in "$@"; do echo "$line"; done
 	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
 	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null

@@ -5,10 +5,11 @@
 # 19): on the host's own PostgreSQL (PG_MAJOR, 15 on Debian 12) directly,
 # and on each other version inside a Debian chroot that has it
 # (test/chroot.sh).  Every version's suite has the benchmark's smoke run;
-# on the host's version also the JavaScript client test, README's SQL and
-# the ORMs (test/orm) and the ShardingSphere layouts against
-# ShardingSphere's algorithm in a JVM.  Says per version how many passed, and
-# ends with one line: "snowflake: N passed, M failed".
+# on the host's version also the JavaScript client test, the SQL of
+# README.md and docs/, make demo's SQL, the ORMs (test/orm) and the
+# ShardingSphere layouts against ShardingSphere's algorithm in a JVM.  Says
+# per version how many passed, and ends with one line: "snowflake: N
+# passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
 PG_VERSIONS=${PG_VERSIONS:-15 17 18 19}
@@ -108,9 +109,12 @@ if [ $host = yes ]; then
 			xfailed=$((xfailed + 1))
 		fi
 	}
-	# Every SQL block of README.md runs as written, in order.
-	extra "README.md: every SQL block" readme bash "$SRC/test/readme.sh"
-	# ORMs and schema tools as README's "ORMs and schema tools" has them.
+	# Every SQL block of README.md and docs/ runs as written, in order, on a
+	# server set up as README recommends.
+	extra "README.md and docs/: every SQL block" readme bash "$SRC/test/readme.sh"
+	# make demo's SQL, and what it says to paste, as README recommends.
+	extra "make demo: its SQL where snowflake is not in search_path" demo bash "$SRC/test/demo.sh" check
+	# ORMs and schema tools as docs/orms.md has them.
 	extra "ORMs: TypeORM, Sequelize, Knex, SQLAlchemy with Alembic" orm bash "$SRC/test/orm/run.sh"
 	# The shardingsphere@ZONE layouts agree with ShardingSphere's algorithm
 	# run in a JVM.
@@ -118,7 +122,7 @@ if [ $host = yes ]; then
 
 	passed=$((passed + xpassed))
 	failed=$((failed + xfailed))
-	summary+=("JavaScript client, README's SQL, ORMs and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	summary+=("JavaScript client, the SQL of README and docs/, make demo, ORMs and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
 	else

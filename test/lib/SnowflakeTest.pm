@@ -133,13 +133,28 @@ sub id_order_lag
 	return ($lag, $period_ms);
 }
 
-# refusal(NODE, DB): the error of one snowflake_nextval() in DB (postgres
-# by default), or 'generated' when it gave an ID.
+# refusal(NODE, DB, SQL): what one call (snowflake_nextval() by default) in
+# DB (postgres by default) gave: 'generated', or its SQLSTATE and, where
+# the node is held back, broken or disabled, the reason snowflake_status
+# gives ("55S01 backup_label").  Never the message's words: the tests key
+# on these.  In list context also the whole error, for its hint.
 sub refusal
 {
-	my ($node, $db) = @_;
-	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
-	return $ret == 0 ? 'generated' : $err;
+	my ($node, $db, $sql) = @_;
+	$db //= 'postgres';
+	my ($ret, $out, $err) = $node->psql($db,
+		"\\set VERBOSITY verbose\n" . ($sql // 'SELECT snowflake_nextval()'));
+	return wantarray ? ('generated', '') : 'generated' if $ret == 0;
+	my ($code) = $err =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/;
+	my $what = $code // $err;
+	# the refusals of a node's state: held back, broken, disabled
+	if (defined $code && $code =~ /^(55S0[1-4]|58030|XX001|F0000|55000)$/)
+	{
+		my ($r2, $reason) = $node->psql($db,
+			'SELECT reason FROM snowflake_status WHERE reason IS NOT NULL');
+		$what .= " $reason" if $r2 == 0 && $reason ne '';
+	}
+	return wantarray ? ($what, $err) : $what;
 }
 
 # set_worker(NODE, WORKER): snowflake.worker_id by ALTER SYSTEM and a

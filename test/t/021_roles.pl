@@ -3,13 +3,13 @@
 # for pg_database_owner), a role granted it tries every way to change the
 # worker id registry, to call the functions kept for superusers, to signal
 # the keeper, and the maintenance its role allows, and in a mesh (16 and
-# later) to change the helper's publication, subscriptions and slots.
-# Each attempt must be refused, or allowed as README's table says, and the
-# registry, the node and the mesh must come out as they were.  Then what a
-# role reaches on purpose: a dump made by a member of pg_read_all_data
+# later) to change the helper's publication, subscriptions and slots. Each
+# attempt must be refused, or allowed as docs/security.md's table says, and
+# the registry, the node and the mesh must come out as they were.  Then what
+# a role reaches on purpose: a dump made by a member of pg_read_all_data
 # holds the claims; a subscription made by a member of
-# pg_create_subscription, from a publisher it controls, applies no change
-# to the claims; a role holding a lock on pg_database (pg_maintain, 17 and
+# pg_create_subscription, from a publisher it controls, applies no change to
+# the claims; a role holding a lock on pg_database (pg_maintain, 17 and
 # later) does not stop the keeper.
 use strict;
 use warnings;
@@ -53,10 +53,10 @@ push @expected, 'pg_maintain' if $version >= 170000;
 push @expected, 'pg_signal_autovacuum_worker' if $version >= 180000;
 my @roles = split /\n/, super(q{SELECT rolname FROM pg_roles WHERE rolname ~ '^pg_' ORDER BY 1});
 is(join(' ', @roles), join(' ', sort @expected),
-	'the predefined roles are those README lists for ' . int($version / 10000));
+	'the predefined roles are those docs/security.md lists for ' . int($version / 10000));
 
 # PostgreSQL documents these as able to become superuser: nothing of the
-# extension is out of their reach, and README says so
+# extension is out of their reach, and docs/security.md says so
 my %superuser_equivalent = map { $_ => 1 }
   qw(pg_execute_server_program pg_read_server_files pg_write_server_files);
 

@@ -1,4 +1,10 @@
-/* snowflake--1.2.sql */
+/*
+ * snowflake.sql: the full install script of the current version, the one
+ * source of its SQL.  The Makefile copies it to snowflake--VERSION.sql
+ * (VERSION: default_version in snowflake.control).  Every change here goes
+ * into the update script from the last release too; test/t/007_upgrade.pl
+ * checks that both give the same extension.
+ */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION snowflake" to load this file. \quit
@@ -172,6 +178,7 @@ COMMENT ON FUNCTION snowflake_layouts() IS
 -- The counters change with every call: VOLATILE.  They live in shared
 -- memory, so any process, a parallel worker too, reads the same values.
 CREATE FUNCTION snowflake_status(
+	OUT state text, OUT reason text,
 	OUT worker_id integer, OUT layout text, OUT last_id bigint,
 	OUT last_id_time timestamptz, OUT ids_issued bigint, OUT waits bigint,
 	OUT clock_back_events bigint, OUT clock_back_max_ms bigint,
@@ -447,23 +454,26 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 -- The node's identity: a copy, an upgrade or a restore of a node is held
 -- back until it gets a worker id of its own or is confirmed as that node.
 --
-CREATE FUNCTION snowflake_identity_confirm(above bigint, old_data_directory text)
+CREATE FUNCTION snowflake_identity_confirm(above bigint, old_data_directory text, stopped_at timestamptz)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_identity_confirm'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION snowflake_identity_confirm(bigint, text) IS
+COMMENT ON FUNCTION snowflake_identity_confirm(bigint, text, timestamptz) IS
 'internal: mark this data directory as the node of its worker id, above the given floor';
 
-REVOKE ALL ON FUNCTION snowflake_identity_confirm(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_identity_confirm(bigint, text, timestamptz) FROM PUBLIC;
 
-CREATE FUNCTION snowflake_confirm_node(above bigint DEFAULT NULL, old_data_directory text DEFAULT NULL)
+-- A node that is not the one that issued IDs under its worker id cannot
+-- know how far they went: the confirmation always names a floor.
+CREATE FUNCTION snowflake_confirm_node(above bigint DEFAULT NULL, old_data_directory text DEFAULT NULL,
+									   stopped_at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	floor_id bigint := @extschema@.snowflake_identity_confirm(above, old_data_directory);
+	floor_id bigint := @extschema@.snowflake_identity_confirm(above, old_data_directory, stopped_at);
 BEGIN
 	-- the node's claim follows it to its new system identifier
 	UPDATE @extschema@.snowflake_workers
@@ -478,10 +488,10 @@ BEGIN
 	RETURN floor_id;
 END $$;
 
-COMMENT ON FUNCTION snowflake_confirm_node(bigint, text) IS
-'this server is the node of its worker id (restored, upgraded, moved): continue above the given ID or the old data directory''s state, and generate';
+COMMENT ON FUNCTION snowflake_confirm_node(bigint, text, timestamptz) IS
+'this server is the node of its worker id (restored, upgraded, moved): continue above the given ID, the old data directory''s state or every ID up to the time the node stopped, and generate';
 
-REVOKE ALL ON FUNCTION snowflake_confirm_node(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_confirm_node(bigint, text, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION snowflake_identity_installed()
 RETURNS void

@@ -1,0 +1,109 @@
+# The runbook of docs/upgrading.md, "Upgrading PostgreSQL", as written:
+# its SQL blocks (those marked for this test) run after a real pg_upgrade,
+# on servers set up as README recommends (no snowflake in search_path).
+# The first, with the old data directory, and the second, with the largest
+# ID of the tables, each release the upgraded node, which then generates
+# above every ID of the old one.
+use strict;
+use warnings;
+use File::Basename qw(dirname);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+# the blocks this test runs, in the order of the file
+my $doc = dirname(__FILE__) . '/../../docs/upgrading.md';
+my @blocks;
+{
+	my ($marked, $in, $block) = (0, 0, '');
+	for my $line (split /\n/, slurp_file($doc))
+	{
+		if ($in)
+		{
+			if ($line =~ /^\s*```\s*$/)
+			{
+				push @blocks, $block;
+				($in, $block) = (0, '');
+			}
+			else
+			{
+				$block .= ($line =~ s/^\s+//r) . "\n";
+			}
+		}
+		elsif ($line =~ /^\s*<!-- run by test\/t\/024_upgrade_runbook\.pl -->\s*$/)
+		{
+			$marked = 1;
+		}
+		elsif ($marked && $line =~ /^\s*```sql\s*$/)
+		{
+			($marked, $in) = (0, 1);
+		}
+		else
+		{
+			$marked = 0;
+		}
+	}
+}
+is(scalar(@blocks), 2, 'docs/upgrading.md has the two blocks of the runbook');
+my ($by_directory, $by_id) = @blocks;
+like($by_directory, qr/old_data_directory => '[^']+'/, 'the first names the old data directory');
+like($by_id, qr/above => /, 'the second names an ID');
+
+# node(NAME): a server as README recommends it
+sub node
+{
+	my ($name) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'snowflake'
+snowflake.worker_id = 3
+});
+	return $node;
+}
+
+# the old cluster: README's table, IDs, the claim; stopped cleanly
+my $old = node('old');
+$old->start;
+$old->safe_psql('postgres', q{
+	CREATE EXTENSION snowflake;
+	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), item text);
+	INSERT INTO orders (item) SELECT 'item ' || n FROM generate_series(1, 1000) n;
+	SELECT snowflake.snowflake_claim_worker('old');});
+my $old_max = $old->safe_psql('postgres', 'SELECT max(id) FROM orders');
+$old->stop;
+
+# upgraded_by(NAME, BLOCK): a new cluster made by pg_upgrade from the old
+# one (which pg_upgrade copies from and leaves as it was), released by the
+# block, generating above the old cluster's IDs
+sub upgraded_by
+{
+	my ($name, $block) = @_;
+	my $new = node($name);
+	pg_upgrade_ok($old, $new, "pg_upgrade to $name");
+	$new->start;
+	my ($ret, $out, $err) = $new->psql('postgres', 'SELECT snowflake.snowflake_nextval()');
+	like($err, qr/does not know which IDs the cluster issued before pg_upgrade/,
+		"$name: held back after pg_upgrade, as the runbook says");
+	($ret, $out, $err) = $new->psql('postgres', $block, on_error_stop => 1);
+	is($ret, 0, "$name: the runbook's block runs as written") or diag($err);
+	is($new->safe_psql('postgres', qq{
+		INSERT INTO orders (item) SELECT 'new ' || n FROM generate_series(1, 100) n;
+		SELECT count(*) FROM orders WHERE item LIKE 'new %' AND id > $old_max}),
+		100, "$name: every new ID is above the old cluster's");
+	return $new;
+}
+
+my $path = $old->data_dir;
+(my $block = $by_directory) =~ s/old_data_directory => '[^']+'/old_data_directory => '$path'/;
+my $new = upgraded_by('by_directory', $block);
+is($new->safe_psql('postgres', q{
+	SELECT system_identifier = (SELECT system_identifier FROM pg_control_system())
+	FROM snowflake.snowflake_workers WHERE node_name = 'old'}),
+	't', 'by_directory: the claim moved to the new system identifier');
+$new->stop;
+
+upgraded_by('by_id', $by_id)->stop;
+
+done_testing();
