@@ -34,6 +34,10 @@ PGFILEDESC = "snowflake - Snowflake ID generator"
 # pg_regress tests that run on a server with the library preloaded
 REGRESS = generate block decode range settings markings status layouts zones schemes convert
 REGRESS_OPTS = --inputdir=.
+# pg_isolation_regress specs (specs/, output in expected/) on such a server
+# that also allows prepared transactions (max_prepared_transactions > 0)
+ISOLATION = claims confirm repair reload
+ISOLATION_OPTS = --load-extension=snowflake
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers

@@ -475,10 +475,11 @@ AS $$
 DECLARE
 	floor_id bigint := @extschema@.snowflake_identity_confirm(above, old_data_directory, stopped_at);
 BEGIN
-	-- the node's claim follows it to its new system identifier
+	-- the node's claim follows it to its new system identifier (the worker
+	-- id it runs as: released at commit, it refuses until then)
 	UPDATE @extschema@.snowflake_workers
 	SET system_identifier = (SELECT system_identifier FROM pg_control_system())
-	WHERE worker_id = @extschema@.snowflake_worker_id()
+	WHERE worker_id = pg_catalog.current_setting('snowflake.worker_id')::integer
 	  AND system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	-- other systems' claims the table holds (pg_upgrade carried the rows,
 	-- not the node's record of them) are kept, as claims that arrive are

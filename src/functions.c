@@ -511,7 +511,7 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 
 	(void) generator_require_ready();
 	now_ms = clock_unix_ms();
-	allowed_ms = generator_max_lead_ms();
+	allowed_ms = settings_max_lead_ms();
 	if (!force && above > 0 && above < layout_max_id(l))
 	{
 		int64		tick = layout_tick(l, above);

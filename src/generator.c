@@ -219,20 +219,6 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 }
 
 /*
- * How far ahead of the clock the policy lets the node's last ID be and
- * still issue IDs, by running ahead or by a wait.
- */
-int64
-generator_max_lead_ms(void)
-{
-	/* -1 runs ahead as far as the cap, no further */
-	if (snowflake_max_run_ahead_ms < 0)
-		return RUN_AHEAD_CAP_MS;
-	return Max((int64) snowflake_max_run_ahead_ms,
-			   Max((int64) snowflake_max_clock_backward_ms, SNOWFLAKE_WINDOW_MS));
-}
-
-/*
  * The time (Unix ms) an ID carries in the layout the node ran before its
  * last layout change, or -1 if that layout cannot be read now (a plain
  * custom layout, whose settings changed).
@@ -280,7 +266,7 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	 * setting lets the node run more than a day ahead of the clock.
 	 */
 	if (old_layout &&
-		(old_ms >= 0 ? old_ms - now_ms <= generator_max_lead_ms() : seen <= now))
+		(old_ms >= 0 ? old_ms - now_ms <= settings_max_lead_ms() : seen <= now))
 	{
 		a = (RefuseArgs) {{l->name, prev}, {at, clock}, {prev}};
 		node_refuse(REASON_LAYOUT_BELOW, &a);

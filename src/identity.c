@@ -192,6 +192,17 @@ hold(NodeRecord *r, NodeReason why)
 }
 
 /*
+ * Log the record for standbys, unless a file of it could not be read: what
+ * this node knows then says nothing of the node.
+ */
+static void
+log_record(const NodeRecord *r)
+{
+	if (node_shared->file_trouble == REASON_NONE)
+		wal_log_identity(r, sizeof(NodeRecord));
+}
+
+/*
  * The worker id configured now, applied to a copy of the record: a copy or
  * a node whose worker id is not its own, given one that is, is released; a
  * node whose worker id another system claimed is held; a standby promoted
@@ -253,10 +264,10 @@ settle(bool log, int elevel)
 	apply_worker(&next, worker, log);
 	if (memcmp(&next, &node_shared->rec, sizeof(next)) != 0)
 	{
-		if (!node_save(&next, true, elevel))
+		if (!node_save(&next, SAVE_BOTH, elevel))
 			return;
 		if (log)
-			wal_log_identity(&next, sizeof(next));
+			log_record(&next);
 		if (before != NODE_READY && next.state == NODE_READY)
 			ereport(LOG,
 					(errmsg("snowflake: worker id %d releases this server, which was held back (%s); it generates again",
@@ -371,10 +382,13 @@ read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
 	}
 }
 
+/* the record as this start read it, for identity_started() (postmaster) */
+static NodeRecord as_read;
+
 /*
  * At server start, in the postmaster, with AddinShmemInitLock held and
  * before mark.c reads the mark: tell this data directory's life from the
- * evidence.  The record is written whole once mark.c has read the mark.
+ * evidence.  The record is written once mark.c has read the mark.
  */
 void
 identity_start(void)
@@ -394,6 +408,7 @@ identity_start(void)
 		signal = REASON_BACKUP_LABEL;
 
 	read_record(r, &found, &n->state_writes, &n->identity_writes, true);
+	as_read = *r;
 	if (settings_problem() != NULL)
 		n->disabled = REASON_SETTINGS_REJECTED;
 	if (IsBinaryUpgrade)
@@ -459,7 +474,15 @@ identity_started(void)
 				(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
 						node_shared->rec.worker, configured_worker()),
 				 errhint("Give this server the primary's worker id before it is promoted, unless it is to become a node of its own.")));
-	(void) node_save(&node_shared->rec, true, WARNING);
+	/*
+	 * The state file is written when the start changed what it holds (the
+	 * node's part, or a floor to apply), never with settings it rejects.
+	 */
+	(void) node_save(&node_shared->rec, node_shared->disabled == REASON_NONE &&
+					 (node_shared->floor_pending || !(as_read.flags & RECORD_NODE) ||
+					  memcmp((char *) &as_read + NODE_PART, (char *) &node_shared->rec + NODE_PART,
+							 sizeof(NodeRecord) - NODE_PART) != 0) ?
+					 SAVE_BOTH : SAVE_IDENTITY, WARNING);
 	identity_publish();
 	if (node_state(&r) != NODE_READY && node_reason_state(r) != NODE_READY &&
 		r != REASON_SETTINGS_REJECTED)
@@ -526,7 +549,7 @@ identity_keep(bool first)
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	settle(true, LOG);
 	if (first)
-		wal_log_identity(&node_shared->rec, sizeof(NodeRecord));
+		log_record(&node_shared->rec);
 	LWLockRelease(node_shared->lock);
 	applied = now;
 }
@@ -579,7 +602,7 @@ identity_replay(const void *data, Size len)
 					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
 							next.worker, worker),
 					 errdetail("Promoted, this server generates under worker id %d, its own.", worker)));
-		(void) node_save(&next, true, WARNING);
+		(void) node_save(&next, SAVE_BOTH, WARNING);
 		identity_publish();
 	}
 	LWLockRelease(node_shared->lock);
@@ -671,8 +694,8 @@ change_record(bool (*change) (NodeRecord *r, const void *arg), const void *arg,
 	if (change(&next, arg))
 	{
 		apply_worker(&next, configured_worker(), primary);
-		if (node_save(&next, true, elevel) && primary)
-			wal_log_identity(&next, sizeof(next));
+		if (node_save(&next, SAVE_BOTH, elevel) && primary)
+			log_record(&next);
 		identity_publish();
 	}
 	LWLockRelease(node_shared->lock);
@@ -722,6 +745,49 @@ identity_upgrade_noticed(void)
 }
 
 /*
+ * A confirmation, applied as its transaction commits (so that one rolled
+ * back releases nothing, as a claim rolled back holds nothing back): the
+ * floor logged and made the node's, the record durable, then the node
+ * released.
+ */
+static void
+apply_confirm(int64 floor_id, const NodeRecord *old)
+{
+	NodeRecord	next;
+	NodeState	before;
+	int64		last;
+
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	before = (NodeState) next.state;
+	last = mark_repair_locked(floor_id, false, true, &next);
+	hold(&next, REASON_NONE);
+	next.other_system = 0;
+	next.system_identifier = system_identifier();
+	next.directory_inode = directory_inode();
+	/* the old cluster's claims of other systems, then its own node's */
+	for (int w = 0; w < CLAIM_BITS; w++)
+		if (claimed(old, w))
+			add_claim(&next, w);
+	for (uint32 i = 0; i < Min(old->nhigh, CLAIM_HIGH); i++)
+		add_claim(&next, old->high[i]);
+	if (old->nhigh > CLAIM_HIGH && next.nhigh <= CLAIM_HIGH)
+		next.nhigh = CLAIM_HIGH + 1;	/* more than it kept */
+	/* this node continues the one whose claim held it back */
+	drop_claim(&next, configured_worker());
+	if (configured_worker() != WORKER_ID_UNSET)
+		move_worker(&next, configured_worker());
+	mark_repair_save(&next, true, last);
+	log_record(&next);
+	identity_publish();
+	LWLockRelease(node_shared->lock);
+	if (before != NODE_READY)
+		ereport(LOG,
+				(errmsg("snowflake: this server confirmed as the node of worker id %d; IDs continue above " INT64_FORMAT,
+						next.worker, last)));
+}
+
+/*
  * Claims of other systems that arrived in this transaction, kept as it
  * commits (before its commit record, so that no crash loses them): a claim
  * rolled back (a restore that failed, a savepoint) holds nothing back, and
@@ -740,6 +806,12 @@ typedef struct PendingClaim
 static PendingClaim *pending = NULL;
 static int	npending = 0;
 static int	maxpending = 0;
+
+/* a confirmation of this transaction, applied when it commits */
+static bool confirming = false;
+static int	confirm_level;		/* the transaction nesting level it came in */
+static int64 confirm_floor;
+static NodeRecord confirm_old;
 
 static bool
 change_claims(NodeRecord *r, const void *arg)
@@ -780,14 +852,23 @@ claims_xact_callback(XactEvent event, void *arg)
 {
 	bool		taken_back = false;
 
-	if (npending == 0)
-		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PRE_PREPARE:
 			/* still in the transaction: a failure here aborts it */
-			change_record(change_claims, NULL, ERROR);
+			if (confirming)
+				apply_confirm(confirm_floor, &confirm_old);
+			confirming = false;
+			if (npending > 0)
+				change_record(change_claims, NULL, ERROR);
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			if (confirming)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot prepare a transaction that ran snowflake_confirm_node()")));
+			if (npending > 0)
+				change_record(change_claims, NULL, ERROR);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
@@ -795,6 +876,7 @@ claims_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			confirming = false;
 			/* the commit failed after they were kept: take them back */
 			for (int i = 0; i < npending; i++)
 				taken_back |= pending[i].added;
@@ -816,6 +898,12 @@ claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
+	if (confirming && confirm_level >= level)
+	{
+		/* rolled back with its savepoint, or the parent's now */
+		confirming = event == SUBXACT_EVENT_COMMIT_SUB;
+		confirm_level = level - 1;
+	}
 	for (int i = 0; i < npending; i++)
 	{
 		if (pending[i].level < level)
@@ -830,9 +918,8 @@ claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	npending = n;
 }
 
-/* A claim of another system, kept if this transaction commits. */
 static void
-pend_claim(int32 worker, uint64 system)
+register_callbacks(void)
 {
 	static bool registered = false;
 
@@ -842,6 +929,25 @@ pend_claim(int32 worker, uint64 system)
 		RegisterSubXactCallback(claims_subxact_callback, NULL);
 		registered = true;
 	}
+}
+
+/* A confirmation, applied if this transaction commits. */
+static void
+pend_confirm(int64 floor_id, const NodeRecord *old)
+{
+	register_callbacks();
+	confirm_floor = confirming ? Max(confirm_floor, floor_id) : floor_id;
+	confirm_old = *old;
+	if (!confirming)
+		confirm_level = GetCurrentTransactionNestLevel();
+	confirming = true;
+}
+
+/* A claim of another system, kept if this transaction commits. */
+static void
+pend_claim(int32 worker, uint64 system)
+{
+	register_callbacks();
 	if (npending == maxpending)
 	{
 		maxpending = Max(16, maxpending * 2);
@@ -927,8 +1033,9 @@ old_record(const char *dir, NodeRecord *old)
 
 /*
  * The floor a stop time gives: the largest ID of the layout in force at
- * that time plus the furthest the clock policy lets IDs lead the clock,
- * above every ID a node with these settings issued up to then.  A time
+ * that time plus the furthest a clock policy let IDs lead the clock (this
+ * server's, or the one the node's reservations in WAL said), above every
+ * ID the node issued up to then.  A time
  * ahead of this server's clock is taken (the lost node's clock may have
  * been ahead): the node then runs ahead of its clock or waits, as its
  * policy says, and every hint it gives leads above the floor.
@@ -947,7 +1054,8 @@ floor_at(TimestampTz stopped_at)
 				 errmsg("stopped_at %s is more than a day ahead of this server's clock",
 						timestamptz_to_str(stopped_at)),
 				 errhint("Give the time the node this server replaces stopped.")));
-	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS + generator_max_lead_ms();
+	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS +
+		Max(settings_max_lead_ms(), node_shared->rec.lead_ms);
 	tick = layout_unix_ms_to_tick(l, unix_ms);
 	if (tick < 0)
 		return 0;
@@ -972,9 +1080,6 @@ Datum
 snowflake_identity_confirm(PG_FUNCTION_ARGS)
 {
 	int64		floor_id = -1;
-	int64		last;
-	NodeState	before;
-	NodeRecord	next;
 	NodeRecord	old;
 
 	if (node_shared == NULL)
@@ -1035,35 +1140,9 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 				 errdetail("This server cannot know how far the IDs of the node it replaces went: its WAL may end before the node's last IDs."),
 				 errhint("Give stopped_at => the time the node stopped, above => the highest ID it issued, or old_data_directory => the old cluster's data directory after pg_upgrade.")));
 
-	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-	next = node_shared->rec;
-	before = (NodeState) next.state;
-	last = mark_repair_locked(floor_id, false, true, &next);
-	hold(&next, REASON_NONE);
-	next.other_system = 0;
-	next.system_identifier = system_identifier();
-	next.directory_inode = directory_inode();
-	/* the old cluster's claims of other systems, then its own node's */
-	for (int w = 0; w < CLAIM_BITS; w++)
-		if (claimed(&old, w))
-			add_claim(&next, w);
-	for (uint32 i = 0; i < Min(old.nhigh, CLAIM_HIGH); i++)
-		add_claim(&next, old.high[i]);
-	if (old.nhigh > CLAIM_HIGH && next.nhigh <= CLAIM_HIGH)
-		next.nhigh = CLAIM_HIGH + 1;	/* more than it kept */
-	/* this node continues the one whose claim held it back */
-	drop_claim(&next, configured_worker());
-	if (configured_worker() != WORKER_ID_UNSET)
-		move_worker(&next, configured_worker());
-	mark_repair_save(&next, true, last);
-	wal_log_identity(&next, sizeof(next));
-	identity_publish();
-	LWLockRelease(node_shared->lock);
-	if (before != NODE_READY)
-		ereport(LOG,
-				(errmsg("snowflake: this server confirmed as the node of worker id %d; IDs continue above " INT64_FORMAT,
-						next.worker, last)));
-	PG_RETURN_INT64(last);
+	pend_confirm(floor_id, &old);
+	/* what IDs continue above once it commits, as far as it is known now */
+	PG_RETURN_INT64(Max(floor_id, (int64) pg_atomic_read_u64(&snowflake_shared->last_id)));
 }
 
 /*

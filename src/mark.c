@@ -142,6 +142,7 @@ set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
 		r->flags |= RECORD_LEGACY_GONE;
 	r->undo_floor = snowflake_shared->undo_floor;
+	r->lead_ms = Max(r->lead_ms, settings_max_lead_ms());
 }
 
 /* Make mark_id durable in the state file.  With the lock held. */
@@ -152,7 +153,7 @@ write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
 
 	Assert(usable());
 	set_mark(l, mark_id, &next);
-	return node_save(&next, false, elevel);
+	return node_save(&next, SAVE_STATE, elevel);
 }
 
 /*
@@ -319,7 +320,7 @@ apply_floor(const SnowflakeLayout *l, int64 floor_id, const char *layout)
  * the start with the setting fixed continues above it.
  */
 void
-mark_replay(int64 mark, const char *layout)
+mark_replay(int64 mark, const char *layout, int64 lead_ms)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	NodeRecord	next;
@@ -333,12 +334,13 @@ mark_replay(int64 mark, const char *layout)
 		if (mark > next.mark_id && node_shared->mark_trouble == REASON_NONE &&
 			node_shared->file_trouble != REASON_STATE_UNREADABLE)
 		{
+			next.lead_ms = Max(next.lead_ms, lead_ms);
 			next.mark_id = mark;
 			strlcpy(next.layout, layout, sizeof(next.layout));
 			next.undo_floor = 0;
 			if (next.mark_id != node_shared->rec.mark_id && node_shared->rec.mark_id == 0)
 				next.flags |= RECORD_FLOOR_PENDING;
-			if (!node_save(&next, false, LOG))
+			if (!node_save(&next, SAVE_STATE, LOG))
 				ereport(ERROR,
 						(errcode_for_file_access(),
 						 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
@@ -355,7 +357,10 @@ mark_replay(int64 mark, const char *layout)
 		if (apply_floor(l, mark, layout) && trusted())
 		{
 			snowflake_shared->undo_floor = 0;
-			(void) write_mark(l, mark, ERROR);
+			set_mark(l, mark, &next);
+			/* how far its primary's IDs may lead its clock, for a floor */
+			next.lead_ms = Max(next.lead_ms, lead_ms);
+			(void) node_save(&next, SAVE_STATE, ERROR);
 			atomic_raise(&snowflake_shared->reserved, (uint64) mark);
 			atomic_raise(&snowflake_shared->extend_at, (uint64) mark);
 		}
@@ -539,7 +544,7 @@ mark_keep_ahead(void)
 		 */
 		mark = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				   (int64) pg_atomic_read_u64(&snowflake_shared->reserved));
-		wal_log_reservation(mark, l->name);
+		wal_log_reservation(mark, l->name, settings_max_lead_ms());
 		snowflake_shared->legacy_state = LEGACY_COVERED;
 	}
 	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
@@ -551,7 +556,7 @@ mark_keep_ahead(void)
 		return;
 
 	mark = tick_ceiling(l, tick + w);
-	wal_log_reservation(mark, l->name);
+	wal_log_reservation(mark, l->name, settings_max_lead_ms());
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	/* a repair meanwhile may have moved the state above the mark */
 	if (trusted() &&
@@ -694,7 +699,7 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	 * reservation first.
 	 */
 	if (log)
-		wal_log_reservation(Max(Max(last, reserved), 1), l->name);
+		wal_log_reservation(Max(Max(last, reserved), 1), l->name, settings_max_lead_ms());
 	next->mark_id = Max(Max(last, reserved), 1);
 	next->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(next->layout, l->name, sizeof(next->layout));
@@ -721,7 +726,7 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last)
 	node_shared->mark_trouble = REASON_NONE;
 	node_shared->floor_pending = false;
 	node_shared->state_writes = 0;
-	if (!node_save(next, node_part, WARNING))
+	if (!node_save(next, node_part ? SAVE_BOTH : SAVE_STATE, WARNING))
 	{
 		node_shared->mark_trouble = trouble;
 		node_shared->floor_pending = pending;

@@ -273,33 +273,35 @@ node_publish(void)
 }
 
 /*
- * Make next the node's record: write it (to snowflake.state, and to
- * snowflake.identity too when node_part), and only then put it in shared
- * memory.  A file the start could not read is never written (it is left
- * for the operator to look at), nor a damaged state file but by a repair,
- * which clears mark_trouble first.  Returns false, having changed nothing,
- * if a write failed (reported at elevel).  With the lock held.
+ * Make next the node's record: write it to the files asked for (the state
+ * file at every change; snowflake.identity too when the node's part
+ * changes, and the node's part counts a change), and only then put it in
+ * shared memory and publish it.  A file the start could not read is never
+ * written (it is left for the operator to look at), nor a damaged state
+ * file but by a repair, which clears mark_trouble first; pg_upgrade's
+ * servers write nothing.  Returns false, having changed nothing, if a
+ * write failed (reported at elevel).  With the lock held.
  */
 bool
-node_save(const NodeRecord *next, bool node_part, int elevel)
+node_save(const NodeRecord *next, int files, int elevel)
 {
 	NodeShared *n = node_shared;
 	NodeRecord	rec = *next;
-	bool		state_ok = n->file_trouble != REASON_STATE_UNREADABLE &&
-		n->mark_trouble != REASON_STATE_DAMAGED;
-	bool		identity_ok = n->file_trouble != REASON_RECORD_UNREADABLE;
 
-	/* pg_upgrade's servers leave the files as they are */
 	if (n->disabled == REASON_BINARY_UPGRADE)
 		return false;
-	if (node_part)
+	if (n->file_trouble == REASON_STATE_UNREADABLE || n->mark_trouble == REASON_STATE_DAMAGED)
+		files &= ~SAVE_STATE;
+	if (n->file_trouble == REASON_RECORD_UNREADABLE)
+		files &= ~SAVE_IDENTITY;
+	if (files & SAVE_IDENTITY)
 		rec.changes++;
 	rec.flags |= RECORD_NODE;
-	if (state_ok &&
+	if ((files & SAVE_STATE) &&
 		!persist_write_file(SNOWFLAKE_STATE_FILE, &rec, sizeof(rec),
 							&n->state_writes, elevel))
 		return false;
-	if (node_part && identity_ok &&
+	if ((files & SAVE_IDENTITY) &&
 		!persist_write_file(SNOWFLAKE_IDENTITY_FILE, &rec, sizeof(rec),
 							&n->identity_writes, elevel))
 		return false;

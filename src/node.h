@@ -99,6 +99,9 @@ typedef struct NodeRecord
 	uint32		flags;			/* RECORD_*; 1.0's files have none */
 	uint32		padding;
 	int64		undo_floor;		/* see mark_repair(); 1.1's files: 0 */
+	int64		lead_ms;		/* the furthest the clock policy let IDs lead
+								 * the clock, by the reservations made or
+								 * replayed; 1.1's files: 0 */
 
 	/* the node: which node this data directory is (since 1.2) */
 	uint64		system_identifier;
@@ -169,7 +172,12 @@ extern const char *node_reason_name(NodeReason r);
 extern NodeState node_reason_state(NodeReason r);
 extern NodeState node_state(NodeReason *reason);
 extern void node_publish(void);
-extern bool node_save(const NodeRecord *next, bool node_part, int elevel);
+/* which files node_save() writes */
+#define SAVE_STATE		0x1
+#define SAVE_IDENTITY	0x2
+#define SAVE_BOTH		(SAVE_STATE | SAVE_IDENTITY)
+
+extern bool node_save(const NodeRecord *next, int files, int elevel);
 extern void node_refuse(NodeReason r, const RefuseArgs *a) pg_attribute_noreturn();
 extern void node_refuse_state(NodeReason r) pg_attribute_noreturn();
 extern const char *node_num(int64 v);

@@ -88,6 +88,21 @@ settings_problem(void)
 	return problem[0] ? problem : NULL;
 }
 
+/*
+ * How far ahead of the clock the policy lets the node's last ID be and
+ * still issue IDs, by running ahead or by a wait.
+ */
+int64
+settings_max_lead_ms(void)
+{
+	/* -1 runs ahead as far as the cap, no further */
+	if (snowflake_max_run_ahead_ms < 0)
+		return RUN_AHEAD_CAP_MS;
+	/* a call waits for the clock up to a second (state.h's window) */
+	return Max((int64) snowflake_max_run_ahead_ms,
+			   Max((int64) snowflake_max_clock_backward_ms, 1000));
+}
+
 /* Refuse to generate (or decode in the server's layout) when it is unusable. */
 void
 settings_require_usable(void)

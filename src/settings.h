@@ -43,5 +43,6 @@ extern void (*settings_worker_assigned) (int worker);
 extern void settings_define(bool preloaded);
 extern const char *settings_problem(void);
 extern void settings_require_usable(void);
+extern int64 settings_max_lead_ms(void);
 
 #endif							/* SNOWFLAKE_SETTINGS_H */

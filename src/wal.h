@@ -22,7 +22,7 @@
 #define SNOWFLAKE_LEGACY_ORIGIN	"snowflake_high_water_mark"
 
 /* Called in the startup process for every reservation replayed. */
-typedef void (*wal_redo_hook) (int64 mark, const char *layout);
+typedef void (*wal_redo_hook) (int64 mark, const char *layout, int64 lead_ms);
 
 /*
  * Called in the startup process for every identity record replayed, with
@@ -42,7 +42,7 @@ typedef enum LegacyOrigin
 } LegacyOrigin;
 
 extern void wal_register(wal_redo_hook redo, wal_identity_hook identity);
-extern void wal_log_reservation(int64 mark, const char *layout);
+extern void wal_log_reservation(int64 mark, const char *layout, int64 lead_ms);
 extern void wal_log_identity(const void *rec, Size len);
 extern LegacyOrigin wal_legacy_mark(int64 *mark);
 extern LegacyOrigin wal_drop_legacy_origin(void);
