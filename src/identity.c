@@ -1033,9 +1033,10 @@ old_record(const char *dir, NodeRecord *old)
 
 /*
  * The floor a stop time gives: the largest ID of the layout in force at
- * that time plus the furthest a clock policy let IDs lead the clock (this
- * server's, or the one the node's reservations in WAL said), above every
- * ID the node issued up to then.  A time
+ * that time plus the furthest the node's clock policy let IDs lead the
+ * clock when it made its last reservation this server knows (replayed, or
+ * its own; this server's policy where none says), above every ID the node
+ * issued up to then.  A time
  * ahead of this server's clock is taken (the lost node's clock may have
  * been ahead): the node then runs ahead of its clock or waits, as its
  * policy says, and every hint it gives leads above the floor.
@@ -1055,7 +1056,7 @@ floor_at(TimestampTz stopped_at)
 						timestamptz_to_str(stopped_at)),
 				 errhint("Give the time the node this server replaces stopped.")));
 	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS +
-		Max(settings_max_lead_ms(), node_shared->rec.lead_ms);
+		(node_shared->rec.lead_ms > 0 ? node_shared->rec.lead_ms : settings_max_lead_ms());
 	tick = layout_unix_ms_to_tick(l, unix_ms);
 	if (tick < 0)
 		return 0;

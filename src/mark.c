@@ -142,17 +142,21 @@ set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
 		r->flags |= RECORD_LEGACY_GONE;
 	r->undo_floor = snowflake_shared->undo_floor;
-	r->lead_ms = Max(r->lead_ms, settings_max_lead_ms());
 }
 
-/* Make mark_id durable in the state file.  With the lock held. */
+/*
+ * Make mark_id durable in the state file.  With the lock held.  own: the
+ * node issues IDs up to it under its own policy, whose lead it records.
+ */
 static bool
-write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
+write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel, bool own)
 {
 	NodeRecord	next = node_shared->rec;
 
 	Assert(usable());
 	set_mark(l, mark_id, &next);
+	if (own)
+		next.lead_ms = settings_max_lead_ms();
 	return node_save(&next, SAVE_STATE, elevel);
 }
 
@@ -334,7 +338,7 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 		if (mark > next.mark_id && node_shared->mark_trouble == REASON_NONE &&
 			node_shared->file_trouble != REASON_STATE_UNREADABLE)
 		{
-			next.lead_ms = Max(next.lead_ms, lead_ms);
+			next.lead_ms = lead_ms;
 			next.mark_id = mark;
 			strlcpy(next.layout, layout, sizeof(next.layout));
 			next.undo_floor = 0;
@@ -359,7 +363,7 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 			snowflake_shared->undo_floor = 0;
 			set_mark(l, mark, &next);
 			/* how far its primary's IDs may lead its clock, for a floor */
-			next.lead_ms = Max(next.lead_ms, lead_ms);
+			next.lead_ms = lead_ms;
 			(void) node_save(&next, SAVE_STATE, ERROR);
 			atomic_raise(&snowflake_shared->reserved, (uint64) mark);
 			atomic_raise(&snowflake_shared->extend_at, (uint64) mark);
@@ -465,7 +469,7 @@ mark_legacy_gone(void)
 		(void) write_mark(snowflake_layout,
 						  Max(1, (int64) Max(pg_atomic_read_u64(&snowflake_shared->reserved),
 											 pg_atomic_read_u64(&snowflake_shared->last_id))),
-						  WARNING);
+						  WARNING, false);
 	LWLockRelease(node_shared->lock);
 }
 
@@ -505,7 +509,7 @@ mark_keeper_start(bool legacy_failed)
 		/* durable, and no longer pending, before anything is issued above */
 		node_shared->floor_pending = false;
 		mark = Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id));
-		if (trusted() && write_mark(l, mark, WARNING))
+		if (trusted() && write_mark(l, mark, WARNING, false))
 		{
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
@@ -565,7 +569,7 @@ mark_keep_ahead(void)
 	{
 		/* IDs go above a repair: it can no longer be undone */
 		snowflake_shared->undo_floor = 0;
-		if (write_mark(l, mark, WARNING))
+		if (write_mark(l, mark, WARNING, true))
 		{
 			/* only now may IDs up to the new mark be handed out */
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
@@ -707,6 +711,7 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
 		next->flags |= RECORD_LEGACY_GONE;
 	next->undo_floor = undo;
+	next->lead_ms = settings_max_lead_ms();
 	return last;
 }
 
@@ -783,6 +788,6 @@ mark_shutdown(int code, Datum arg)
 	{
 		/* IDs were issued above a repair: it can no longer be undone */
 		snowflake_shared->undo_floor = 0;
-		(void) write_mark(l, last, LOG);
+		(void) write_mark(l, last, LOG, true);
 	}
 }

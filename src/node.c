@@ -124,7 +124,7 @@ static const ReasonRow reasons[NUM_REASONS] = {
 		"As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory."},
 	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3'),
 		"snowflake worker id %s is claimed by another system",
-		"Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
+		"A claim of it by system %s arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
 		"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued."},
 	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3'),
 		"snowflake worker id %s was given up by this node",
@@ -360,6 +360,9 @@ node_refuse_state(NodeReason r)
 
 		a = (RefuseArgs) {{given_up}, {given_up}, {worker}};
 	}
+	else if (r == REASON_CLAIMED_ELSEWHERE)
+		a.detail[0] = n->rec.other_system != 0 ?
+			psprintf(UINT64_FORMAT, n->rec.other_system) : "unknown";
 	else if (r == REASON_RECORD_UNREADABLE)
 		a.msg[0] = SNOWFLAKE_IDENTITY_FILE;
 	else if (r == REASON_STATE_UNREADABLE)

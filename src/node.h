@@ -99,8 +99,8 @@ typedef struct NodeRecord
 	uint32		flags;			/* RECORD_*; 1.0's files have none */
 	uint32		padding;
 	int64		undo_floor;		/* see mark_repair(); 1.1's files: 0 */
-	int64		lead_ms;		/* the furthest the clock policy let IDs lead
-								 * the clock, by the reservations made or
+	int64		lead_ms;		/* how far the clock policy let IDs lead the
+								 * clock at the last reservation made or
 								 * replayed; 1.1's files: 0 */
 
 	/* the node: which node this data directory is (since 1.2) */
