@@ -6,7 +6,9 @@
 # kinds, comma-separated) gives each history those instead.  A failing
 # history prints the command that replays it:
 #   make torture FIRST_SEED=<seed> SEEDS=1 STEPS=<steps> FORCE=<kinds>
-# Ends with the checker's totals and one line "torture: N passed, M failed".
+# Ends with the checker's totals (histories, operations, faults, IDs,
+# refusals with cause and without, releases judged, violations) and one
+# line "torture: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
 install_deps
