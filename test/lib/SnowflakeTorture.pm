@@ -60,6 +60,8 @@ my @event_kinds = qw(
   pg_upgrade pg_upgrade-without-preload dump-restore clone pitr
   hint-settings hint-layout hint-clock hint-keeper
   copy-first-start promote-while-rejected restore-after-claim
+  pitr-target archive-lost-segment run-ahead-unarchived worker-retired held-file-removed
+  release-write-fails
 );
 
 sub event_kinds { return @event_kinds; }
@@ -77,6 +79,7 @@ my %held = (
 	upgraded => [ '55S02', 'upgraded' ],
 	new => [ '55S02', qw(new_as_standby never_installed) ],
 	inherited => [ '55S03', 'claimed_elsewhere' ],
+	retired => [ '55S03', 'worker_retired' ],
 );
 # the longest a node may run ahead of its clock, whatever its settings
 my $cap_ms = 86_400_000;
@@ -105,10 +108,12 @@ sub new_history
 		ids => 0,
 		faults => 0,
 		ops => 0,
-		violations => [],
+		violations => [],		# the first ones
+		nviolations => 0,		# all of them
 		allowed => 0,			# refusals the model allowed
 		unjustified => 0,		# refusals it did not
 		releases => 0,			# releases judged (snowflake_confirm_node())
+		want => {},				# event kinds to play at the next chance
 		kinds => {},			# event kinds played
 		offset_ms => 0,			# the primary's clock offset
 		layout => 'shardingsphere',
@@ -124,7 +129,7 @@ sub new_history
 		# what the node knows, for judging its refusals
 		model => {
 			identity => 'ok',	# ok, or held back: copy, upgraded, new,
-								# inherited (%held)
+								# inherited, retired (%held)
 			held_reason => undef,	# the one reason a hold must give
 			settings_bad => 0,	# a setting rejected at the last start
 			worker_bad => 0,	# the worker id in the file was rejected
@@ -158,10 +163,14 @@ sub kind
 	return;
 }
 
+# A violation, in the history's list; past the first 50 (a burst's every
+# ID, say) only counted.
 sub violation
 {
 	my ($h, $what) = @_;
-	push @{ $h->{violations} }, "step " . (scalar(@{ $h->{log} }) - 1) . ": $what";
+	$h->{nviolations}++;
+	push @{ $h->{violations} }, "step " . (scalar(@{ $h->{log} }) - 1) . ": $what"
+	  if @{ $h->{violations} } < 50;
 	return;
 }
 
@@ -260,8 +269,11 @@ sub write_settings
 	print $fh "shared_preload_libraries = ''\n" unless $opt{preload} // $h->{model}{preloaded};
 	close $fh;
 	# what this node runs with, once it is the primary
-	$node->{torture_settings} = { map { $_ => $h->{$_} } qw(layout worker backward_ms ahead_ms) };
+	$node->{torture_settings} = { map { $_ => $h->{$_} } qw(layout backward_ms ahead_ms) };
+	$node->{torture_settings}{worker} = $opt{worker} // $h->{worker};
 	$node->{torture_settings}{worker_bad} = $h->{model}{worker_bad};
+	# a worker id its primary gave up, which it keeps (worker_retired)
+	delete $node->{torture_retired};
 	return;
 }
 
@@ -670,7 +682,8 @@ sub one_call
 }
 
 # The model's view of which node this is: ok, or held back as a copy, as
-# upgraded, as new, as inheriting another system's claim (%held); reason: the one reason the
+# upgraded, as new, as inheriting another system's claim, as promoted with
+# the worker id its primary gave up (%held); reason: the one reason the
 # node must give (a hold seen before, kept; or a list of them), or any of
 # the kind's.
 sub set_identity
@@ -876,6 +889,50 @@ sub capacity_sql
 {
 	return "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = split_part(current_setting('snowflake.layout'), '\@', 1)), "
 	  . "1 << current_setting('snowflake.custom_seq_bits', true)::int))";
+}
+
+# IDs for $ms of ticks, as fast as the node gives them (blocks of a whole
+# tick, or series where the layout has none), so that a node whose policy
+# lets it run ahead runs that far ahead of its clock.  They are too many
+# to keep one by one: the highest is checked and kept as the floor.
+sub run_ahead
+{
+	my ($h, $node, $ms) = @_;
+	my $p = layout_params($h, $h->{layout}) // { tick => 1 };
+	my $n = int($ms / $p->{tick}) + 1;
+	my $cap = capacity_sql();
+	my $sql = $h->{layout} eq 'sonyflake' ?
+	  "SELECT max(id), count(*) FROM (SELECT snowflake_nextval_series(s) AS id FROM generate_series(1, $n), (SELECT $cap AS s) z) b" :
+	  "SELECT max(f) + min(s) - 1, count(*) * min(s) FROM (SELECT snowflake_nextval_block(s) AS f, s FROM generate_series(1, $n), (SELECT $cap AS s) z OFFSET 0) b";
+	my $ctx = ctx_now($h, node => $node);
+	my ($ret, $out, $err) = try_sql($node, $sql);
+	$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
+	if ($ret != 0)
+	{
+		judge($h, $err, 'running ahead', $ctx);
+	}
+	else
+	{
+		my ($max, $count) = split /\|/, $out;
+		say_op($h, "$count IDs for $ms ms of ticks at once, the highest $max");
+		if (my $why = must_refuse($h, 'running ahead'))
+		{
+			violation($h, $why);
+		}
+		violation($h, "running ahead: ID $max not above $h->{floor}, issued before it") if $max <= $h->{floor};
+		open my $fh, '>>', $h->{record} or die;
+		print $fh "$max\n";
+		close $fh;
+		$h->{issued_since_start} = 1;
+		$h->{floor} = $max if $max > $h->{floor};
+		if ($max > $h->{model}{hi})
+		{
+			$h->{model}{hi} = $max;
+			$h->{model}{hi_layout} = $h->{layout};
+		}
+	}
+	saw_clock($h, $ctx);
+	return;
 }
 
 # The step a refusal's hint names, taken: it must release the refusal.
@@ -1259,7 +1316,8 @@ sub standby_op
 		catch_up($node, $h->{standby});
 	}
 	my $sb = $h->{standby};
-	$how //= pick('checkpoint', 'crash', 'kill backend', 'cascade', 'promote', 'promote');
+	$how //= pick('checkpoint', 'crash', 'kill backend', 'cascade', 'promote', 'promote', 'worker-retired');
+	return worker_retired($h, $node) if $how eq 'worker-retired';
 	if ($how eq 'cascade' || ($how eq 'promote-cascade' && !$h->{cascade}))
 	{
 		$h->{cascade} = make_standby($h, $sb, 'cascading standby of the standby') unless $h->{cascade};
@@ -1342,6 +1400,9 @@ sub standby_op
 		$h->{floor} = $reached || 0;
 		$h->{offset_ms} = $new->{torture_offset_ms};
 		adopt_settings($h, $new);
+		# configured with the worker id its primary gave up, it refuses
+		my $retired = $new->{torture_retired};
+		set_identity($h, 'retired') if $retired && $h->{worker} == $retired->[0];
 		# what the old primary may have reserved bounds what it replayed
 		unclean($h);
 		$h->{issued_since_start} = 0;
@@ -1359,6 +1420,96 @@ sub standby_op
 		$h->{model}{file_broken} = 0;
 		# refusals there are judged as the primary's: it is that node now
 		one_call($h, $new, 'first call after promotion');
+		follow_retired_hint($h, $new, $retired->[1]) if $h->{model}{identity} eq 'retired';
+	}
+	return;
+}
+
+# The primary moves to another worker id (a reload, README's remedy for a
+# clash), and claims it now and then; its standby's own configuration keeps
+# the old one.  The standby says so once it has replayed the change
+# (held_claimed, worker_retired), and promoted it refuses (55S03) until its
+# snowflake.worker_id is the new one: never an ID under the worker id the
+# primary gave up.
+sub worker_retired
+{
+	my ($h, $node) = @_;
+	my $m = $h->{model};
+	if ($m->{settings_bad} || $m->{file_broken} || !$m->{preloaded} || $m->{identity} ne 'ok' ||
+		!defined((one_call($h, $node, 'worker-id change: before it'))[0]))
+	{
+		say_op($h, 'worker-id change: skipped, the node cannot generate now');
+		return;
+	}
+	kind($h, 'worker-retired');
+	my $sb = $h->{standby};
+	catch_up($node, $sb);
+	my $old = $h->{worker};
+	my $new = pick(grep { $_ != $old } 1, 2, 3);
+	my $claim = rand() < 0.5;
+	say_op($h, "worker id $old -> $new on the primary, reloaded" . ($claim ? ' and claimed' : '')
+		  . "; its standbys keep $old in their own configuration");
+	$h->{worker} = $new;
+	write_settings($h, $node);
+	$node->reload;
+	for my $s (grep { defined } $sb, $h->{cascade})
+	{
+		write_settings($h, $s, worker => $old);
+		$s->{torture_retired} = [ $old, $new ];
+	}
+	# the keeper applies it: the primary's worker id in force is the new one
+	my $w = '';
+	for (1 .. 100)
+	{
+		(undef, $w) = try_sql($node, 'SELECT snowflake_worker_id()', 10);
+		last if $w eq $new;
+		select(undef, undef, undef, 0.1);
+	}
+	violation($h, "worker-id change: the primary's worker id in force is '$w', not $new") unless $w eq $new;
+	burst($h, $node, during => 'nothing');
+	if ($claim)
+	{
+		one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()', no_ids => 1);
+	}
+	# the standby says so, having replayed it
+	catch_up($node, $sb);
+	my $shown = '';
+	for (1 .. 100)
+	{
+		(undef, $shown) = try_sql($sb, "SELECT state || '/' || coalesce(reason, '') FROM snowflake_status", 10);
+		last if $shown eq 'held_claimed/worker_retired';
+		select(undef, undef, undef, 0.1);
+	}
+	violation($h, "worker-id change: the standby that replayed it shows '$shown', not held_claimed/worker_retired")
+	  unless $shown eq 'held_claimed/worker_retired';
+	# failover: the promoted standby refuses, and its hint's step is taken
+	# (standby_op)
+	standby_op($h, $node, 'promote');
+	return;
+}
+
+# A node promoted with the worker id its primary gave up refuses (judged
+# as the first call after the promotion); the hint's step: the worker id
+# the primary moved to, reloaded.  Then it generates, under that one.
+sub follow_retired_hint
+{
+	my ($h, $node, $new) = @_;
+	say_op($h, "hint: snowflake.worker_id = $new, reload");
+	$h->{worker} = $new;
+	write_settings($h, $node);
+	$node->reload;
+	for (1 .. 100)
+	{
+		my (undef, $w) = try_sql($node, "SELECT current_setting('snowflake.worker_id')", 10);
+		last if $w eq $new;
+		select(undef, undef, undef, 0.1);
+	}
+	set_identity($h, 'ok');
+	my ($out) = one_call($h, $node, "after the hint's step");
+	if (defined $out)
+	{
+		my (undef, $w) = try_sql($node, "SELECT (snowflake_decode($out)).worker_id");
+		violation($h, "after the hint's step, an ID of worker $w, not $new") if $w ne $new;
 	}
 	return;
 }
@@ -1449,6 +1600,38 @@ sub expect_held_back
 	return judge($h, $err, $what, $ctx);
 }
 
+# Whether the history plays an event kind now: forced (once), or drawn.
+sub wanted
+{
+	my ($h, $k, $p) = @_;
+	return delete $h->{want}{$k} || rand() < $p;
+}
+
+# One of the node's files removed from a data directory held back, while
+# the server is stopped (snowflake.identity or snowflake.state: each holds
+# the whole record), and the server started again: it is held back for the
+# same reason.
+sub remove_held_file
+{
+	my ($h, $node, $what) = @_;
+	my $reason = status_reason($node);
+	if (!defined $reason || $reason eq '')
+	{
+		return violation($h, "$what: held back, but snowflake_status gives no reason");
+	}
+	my $file = pick('snowflake.identity', 'snowflake.state');
+	say_op($h, "$what: $file removed while the server is stopped (held back: $reason), started again");
+	kind($h, 'held-file-removed');
+	$h->{faults}++;
+	$node->stop('fast', fail_ok => 1);
+	unlink $node->data_dir . "/$file";
+	start_node($h, $node, $h->{offset_ms}) && wait_primary($node)
+	  or return violation($h, "$what: the server did not start again");
+	local $h->{model}{held_reason} = $reason;
+	expect_held_back($h, $node, "$what, $file removed");
+	return;
+}
+
 # The time the lost node stopped, as its operator gives it: the latest its
 # clock read (a clock stepped back since its last IDs reads less).
 sub lost_node_time
@@ -1461,6 +1644,52 @@ sub timestamptz_of
 {
 	my ($ms) = @_;
 	return sprintf("to_timestamp(%d / 1000.0)", $ms);
+}
+
+# The record of a release cannot be written: $PGDATA and the node's files
+# read-only for the server's account, or snowflake.state made a directory.
+# The release must fail and change nothing: the node refuses as before,
+# for the same reason, also once the fault is undone.
+sub release_write_fails
+{
+	my ($h, $node, $what, $sql) = @_;
+	my $dir = $node->data_dir;
+	my $how = pick('read-only', 'directory');
+	my $reason = status_reason($node) // '';
+	say_op($h, "$what: the release while its record cannot be written ("
+		  . ($how eq 'read-only' ? 'the data directory and the files read-only' : 'snowflake.state a directory')
+		  . "), then again once it can");
+	kind($h, 'release-write-fails');
+	$h->{faults}++;
+	my @files = grep { -f "$dir/$_" } 'snowflake.state', 'snowflake.identity';
+	if ($how eq 'read-only')
+	{
+		chmod 0400, map { "$dir/$_" } @files;
+		chmod 0500, $dir;
+	}
+	else
+	{
+		rename "$dir/snowflake.state", "$dir/snowflake.state.aside";
+		mkdir "$dir/snowflake.state";
+	}
+	my ($ret, $out, $err) = try_sql($node, $sql);
+	my $e = error_of($err);
+	violation($h, "$what: released ($out) though its record could not be written") if $ret == 0;
+	violation($h, "$what: the failed write ended the session: $e->{line}") if $ret != 0 && is_cut($e);
+	local $h->{model}{held_reason} = $reason;
+	expect_held_back($h, $node, "$what, after a release that could not be written");
+	if ($how eq 'read-only')
+	{
+		chmod 0700, $dir;
+		chmod 0600, map { "$dir/$_" } @files;
+	}
+	else
+	{
+		rmdir "$dir/snowflake.state";
+		rename "$dir/snowflake.state.aside", "$dir/snowflake.state";
+	}
+	expect_held_back($h, $node, "$what, the fault undone, before the release");
+	return;
 }
 
 # A node that replaces a lost one (a copy, a restore, an upgrade, a dump
@@ -1492,6 +1721,7 @@ sub release
 		violation($h, "$what: a release without a floor refused with " . error_of($err)->{line} . ', not 22004')
 		  if $ret != 0 && $code ne '22004';
 	}
+	release_write_fails($h, $node, $what, $sql->(%args)) if wanted($h, 'release-write-fails', 0.15);
 	say_op($h, "$what: released, " . join(', ', map { "$_ => $args{$_}" } sort keys %args));
 	my $ctx = ctx_now($h, node => $node, stopped_at_ms => $how{stopped_at});
 	my ($ret, $out, $err) = try_sql($node, $sql->(%args));
@@ -1532,24 +1762,26 @@ sub release
 # another layout than its last ones, the time says nothing of those).
 sub release_lost
 {
-	my ($h, $node, $what, $lost_ms) = @_;
+	my ($h, $node, $what, $lost_ms, $by_time) = @_;
 	my $m = $h->{model};
 	return release($h, $node, $what, above => $h->{floor})
-	  if rand() < 0.4 || $m->{hi_layout} ne $h->{layout};
+	  if (!$by_time && rand() < 0.4) || $m->{hi_layout} ne $h->{layout};
 	return release($h, $node, $what, stopped_at => $lost_ms);
 }
 
 # The node's life beyond one server: pg_upgrade (the library preloaded
 # during it, or only after), a dump restored into a new cluster with the
 # same worker id, a clone started standalone, a restore to a point in time
-# (the end of a base backup).  Each new server must refuse until the
+# (the end of a base backup; a target time from an archive; an archive
+# that lacks its last segment).  Each new server must refuse until the
 # documented step, with the reason it detected; a clone either gets a
 # worker id of its own (the source goes on) or replaces its source (the
 # source dies first, and the clone is released above every ID it issued).
 sub lifecycle_op
 {
 	my ($h, $node, $how, $first, %opt) = @_;
-	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr');
+	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr',
+		pick('pitr-target', 'archive-lost-segment'));
 	my $name = "l$h->{seed}_" . $h->{backup}++;
 	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
 	my $m = $h->{model};
@@ -1564,6 +1796,7 @@ sub lifecycle_op
 		return;
 	}
 	kind($h, $how);
+	return archive_restore($h, $node, $how) if $how eq 'pitr-target' || $how eq 'archive-lost-segment';
 	if ($how eq 'clone' || $how eq 'pitr')
 	{
 		my $replace = $opt{replace} // rand() < 0.5;
@@ -1634,6 +1867,7 @@ sub lifecycle_op
 			}
 		}
 		expect_held_back($h, $copy, $how);
+		remove_held_file($h, $copy, $how) if wanted($h, 'held-file-removed', 0.15);
 		if (!$replace)
 		{
 			# the hint's first step: a worker id of its own
@@ -1742,8 +1976,122 @@ sub lifecycle_op
 	start_node($h, $new, $h->{offset_ms}) if $how =~ /^pg_upgrade/;
 	wait_up($new) or return violation($h, 'the new cluster did not start');
 	expect_held_back($h, $new, $how);
+	remove_held_file($h, $new, $how) if wanted($h, 'held-file-removed', 0.15);
 	release($h, $new, $how, %release);
 	return;
+}
+
+# A restore from WAL archived while the node ran, the node lost after IDs
+# that did not all reach the restore: to a target time with IDs issued
+# after it (pitr-target), or to the end of an archive that lacks its last
+# segment (archive-lost-segment).  The restored node is held back as a
+# copy, and released as its hint says: above every ID the lost node
+# issued, those after the target or in the lost segment too.  The host it
+# is restored on may run a few seconds behind.
+sub archive_restore
+{
+	my ($h, $node, $how) = @_;
+	my $m = $h->{model};
+	my $n = $h->{backup}++;
+	my $archive = $node->basedir . "/archive_$n";
+	my $name = "a$h->{seed}_$n";
+	drop_standbys($h);
+	mkdir $archive or die "cannot make $archive: $!";
+	say_op($h, ($how eq 'pitr-target' ? 'PITR to a target time' : 'a restore from an archive without its last segment')
+		  . ': WAL archived from a restart on, a base backup');
+	$node->append_conf('postgresql.conf', "archive_mode = on\narchive_command = 'cp \"%p\" \"$archive/%f\"'\n");
+	stop_node($h, $node, 'fast');
+	start_node($h, $node, $h->{offset_ms}) or return violation($h, 'the node did not come back');
+	take_backup($h, $node, $name) or return;
+	my $ids = sub {
+		my ($what, $n) = @_;
+		one_call($h, $node, $what,
+			sql => "COPY (INSERT INTO t SELECT snowflake_nextval() FROM generate_series(1, $n) RETURNING id) TO STDOUT");
+	};
+	my ($target, $by_time);
+	$ids->('IDs before the target', 1000);
+	if ($how eq 'pitr-target')
+	{
+		select(undef, undef, undef, 0.1);
+		my $t = now_ms() + $h->{offset_ms};
+		my @tm = gmtime(int($t / 1000));
+		$target = sprintf('%04d-%02d-%02d %02d:%02d:%02d.%03d+00', $tm[5] + 1900, $tm[4] + 1, @tm[ 3, 2, 1, 0 ],
+			$t % 1000);
+		select(undef, undef, undef, 0.1);
+		# IDs for a second after the target, committed; the archive has
+		# them, the restore stops before them
+		for (1 .. 2)
+		{
+			$ids->('IDs after the target', 1000);
+			select(undef, undef, undef, 0.5);
+		}
+		say_op($h, "target $target, IDs for a second after it, archived");
+		try_sql($node, 'SELECT txid_current()');
+		switch_and_archive($h, $node) or return;
+	}
+	else
+	{
+		switch_and_archive($h, $node) or return;
+		$ids->('IDs in the last segment archived', 1000);
+		my $last = switch_and_archive($h, $node) or return;
+		unlink "$archive/$last";
+		say_op($h, "the archive loses its last segment, $last");
+	}
+	# and some that never reach the archive; now and then after the lost
+	# node's policy let it run ahead (which its WAL that the restore has
+	# does not say)
+	$ids->('IDs never archived', 1000);
+	if (wanted($h, 'run-ahead-unarchived', 0.4))
+	{
+		kind($h, 'run-ahead-unarchived');
+		say_op($h, 'max_run_ahead_ms -1 on the node, reloaded, IDs that run ahead of its clock');
+		$h->{ahead_ms} = -1;
+		write_settings($h, $node);
+		reload_and_wait($h, $node);
+		run_ahead($h, $node, 5000);
+		$by_time = 1;
+	}
+	my $lost_ms = lost_node_time($h);
+	hard_kill($node);
+
+	my $copy = PostgreSQL::Test::Cluster->new($name);
+	$copy->init_from_backup($node, $name);
+	$copy->append_conf('postgresql.conf', "archive_mode = off\nrestore_command = 'cp \"$archive/%f\" \"%p\"'\n"
+		  . ($target ? "recovery_target_time = '$target'\nrecovery_target_action = 'promote'\n" : ''));
+	open my $fh, '>', $copy->data_dir . '/recovery.signal' or die;
+	close $fh;
+	my $behind = pick(0, 0, 3000);
+	$h->{offset_ms} -= $behind;
+	say_op($h, "the node lost; restored from the base backup and the archive, on a clock ${behind} ms behind");
+	set_identity($h, 'copy');
+	start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy)
+	  or return violation($h, "$how: the restore did not start");
+	$h->{node} = $copy;
+	expect_held_back($h, $copy, $how);
+	remove_held_file($h, $copy, $how) if wanted($h, 'held-file-removed', 0.15);
+	release_lost($h, $copy, $how, $lost_ms, $by_time) or return;
+	# the restore is over: its standbys must not stop at its target or read
+	# the lost node's archive
+	$copy->append_conf('postgresql.conf', "recovery_target_time = ''\nrecovery_target_action = 'pause'\nrestore_command = ''\n");
+	burst($h, $copy, during => 'nothing');
+	return;
+}
+
+# Switch to a new WAL segment and wait until the archiver has the one
+# before; returns its name.
+sub switch_and_archive
+{
+	my ($h, $node) = @_;
+	my (undef, $seg) = try_sql($node, 'SELECT pg_walfile_name(pg_switch_wal())');
+	for (1 .. 300)
+	{
+		my (undef, $done) = try_sql($node,
+			"SELECT coalesce(last_archived_wal, '') >= '$seg' FROM pg_stat_archiver", 10);
+		return $seg if $done eq 't';
+		select(undef, undef, undef, 0.1);
+	}
+	violation($h, "WAL segment $seg was not archived in 30 s");
+	return undef;
 }
 
 sub drop_standbys
@@ -1990,6 +2338,21 @@ sub working
 		$h->{offset_ms} = 0;
 		set_offset($node, 0);
 	}
+	# IDs ahead of the clock, further than the policy lets the node go on:
+	# a few seconds are waited for, more take the clock hint's step
+	my $lead = lead_bound_ms($h, now_ms());
+	if (defined $lead && $lead > allowed_lead_ms($h))
+	{
+		if ($lead < 5000)
+		{
+			say_op($h, "the clock catches up with the last ID, $lead ms ahead at most");
+			select(undef, undef, undef, $lead / 1000);
+		}
+		else
+		{
+			follow_hint($h, $node, 'the node is further ahead than the policy waits');
+		}
+	}
 	return;
 }
 
@@ -2026,16 +2389,31 @@ sub forced
 	# the node's life beyond one server starts from a node that works; a
 	# refusal on the way takes its step, and the case is played again
 	my %life = map { $_ => 1 } qw(restore-after-claim copy-first-start pg_upgrade pg_upgrade-without-preload
-	  dump-restore clone pitr);
+	  dump-restore clone pitr pitr-target archive-lost-segment run-ahead-unarchived held-file-removed
+	  release-write-fails worker-retired);
 	if ($life{$k})
 	{
 		my $before = $h->{kinds}{$k} // 0;
 		for (1 .. 2)
 		{
 			working($h, $h->{node});
-			my @args = $k eq 'restore-after-claim' ? ('dump-restore', 'claimed') :
-			  $k eq 'copy-first-start' ? (pick('clone', 'pitr'), pick('rejected', 'unset')) : ($k);
-			lifecycle_op($h, $h->{node}, @args);
+			local $h->{want}{$k} = 1;
+			if ($k eq 'worker-retired')
+			{
+				standby_op($h, $h->{node}, 'worker-retired');
+			}
+			else
+			{
+				my @args = $k eq 'restore-after-claim' ? ('dump-restore', 'claimed') :
+				  $k eq 'copy-first-start' ? (pick('clone', 'pitr'), pick('rejected', 'unset')) :
+				  $k eq 'held-file-removed' ? (pick('clone', 'pitr', 'dump-restore', 'pg_upgrade', 'pitr-target')) :
+				  $k eq 'run-ahead-unarchived' ? (pick('pitr-target', 'archive-lost-segment')) :
+				  # a release to fail: a copy replaces the node
+				  $k eq 'release-write-fails' ?
+				  (pick('clone', 'pitr', 'dump-restore', 'pg_upgrade', 'archive-lost-segment'), undef, replace => 1) :
+				  ($k);
+				lifecycle_op($h, $h->{node}, @args);
+			}
 			last if ($h->{kinds}{$k} // 0) > $before;
 		}
 		return;
