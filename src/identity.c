@@ -316,6 +316,9 @@ upgrade_target(const NodeRecord *r, bool found)
 		(r->reason == REASON_NEVER_INSTALLED || r->reason == REASON_UPGRADED);
 }
 
+/* the state file as this start read it, for identity_started() (postmaster) */
+static NodeRecord as_read;
+
 /*
  * Read the record from the files: the node's part from the one that
  * changed it last, the mark from snowflake.state.  *found: either held the
@@ -337,6 +340,9 @@ read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
 	bool		inode = ires == MARK_OK && (i.flags & RECORD_NODE);
 
 	memset(rec, 0, sizeof(*rec));
+	/* what the state file holds, for the start to tell whether to write it */
+	if (at_start)
+		as_read = sres == MARK_OK ? s : *rec;
 	if (sres == MARK_OK)
 		*rec = s;
 	else if (inode)
@@ -382,9 +388,6 @@ read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
 	}
 }
 
-/* the record as this start read it, for identity_started() (postmaster) */
-static NodeRecord as_read;
-
 /*
  * At server start, in the postmaster, with AddinShmemInitLock held and
  * before mark.c reads the mark: tell this data directory's life from the
@@ -408,7 +411,6 @@ identity_start(void)
 		signal = REASON_BACKUP_LABEL;
 
 	read_record(r, &found, &n->state_writes, &n->identity_writes, true);
-	as_read = *r;
 	if (settings_problem() != NULL)
 		n->disabled = REASON_SETTINGS_REJECTED;
 	if (IsBinaryUpgrade)
@@ -1035,8 +1037,9 @@ old_record(const char *dir, NodeRecord *old)
  * The floor a stop time gives: the largest ID of the layout in force at
  * that time plus the furthest the node's clock policy let IDs lead the
  * clock when it made its last reservation this server knows (replayed, or
- * its own; this server's policy where none says), above every ID the node
- * issued up to then.  A time
+ * its own) or, if further, this server's (its configuration is the lost
+ * node's, which may have raised it after the WAL this server has): above
+ * every ID the node issued up to then.  A time
  * ahead of this server's clock is taken (the lost node's clock may have
  * been ahead): the node then runs ahead of its clock or waits, as its
  * policy says, and every hint it gives leads above the floor.
@@ -1056,7 +1059,7 @@ floor_at(TimestampTz stopped_at)
 						timestamptz_to_str(stopped_at)),
 				 errhint("Give the time the node this server replaces stopped.")));
 	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS +
-		(node_shared->rec.lead_ms > 0 ? node_shared->rec.lead_ms : settings_max_lead_ms());
+		Max(settings_max_lead_ms(), node_shared->rec.lead_ms);
 	tick = layout_unix_ms_to_tick(l, unix_ms);
 	if (tick < 0)
 		return 0;
