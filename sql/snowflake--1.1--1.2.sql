@@ -441,6 +441,137 @@ ROWS 100 SUPPORT snowflake.snowflake_nextval_series_support;
 COMMENT ON FUNCTION snowflake.snowflake_nextval_series(integer) IS
 'the n IDs of one block of this node, in ascending order, reserved at once as by snowflake_nextval_block()';
 
+-- snowflake_nextval() by a name without "nextval", for the tools that take
+-- any column default holding that word for a sequence (MikroORM's schema
+-- diff, which then changes the column's type on every run)
+CREATE FUNCTION snowflake.snowflake_next_id()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION snowflake.snowflake_next_id() IS
+'snowflake_nextval() by another name, for column defaults of tools that take a default naming nextval for a sequence';
+
+--
+-- Columns too narrow for the IDs.  An integer or smallint column whose
+-- default generates IDs fails on its first insert ("integer out of
+-- range"); such a default is refused when it is declared, by an event
+-- trigger at the end of the command.  It refuses only what the command
+-- itself wrote (a default, or a column's type, changed in this
+-- transaction), so that other commands on a table made before keep
+-- working, and only a warning while a dump is loaded (check_function_bodies
+-- off, as pg_dump and pg_upgrade set it), so that a restore of such a
+-- schema completes.  The check a user runs lists every one.
+--
+CREATE FUNCTION snowflake.snowflake_narrow_defaults()
+RETURNS TABLE (relation regclass, column_name name, domain regtype, data_type text, column_default text)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE
+	generating(oid) AS (
+		SELECT p.oid FROM pg_proc p
+		WHERE p.pronamespace = 'snowflake'::regnamespace
+		  AND p.proname IN ('snowflake_nextval', 'snowflake_nextval_block',
+							'snowflake_node_nextval', 'decimal_id_nextval')),
+	uses(classid, objid) AS (
+		SELECT DISTINCT d.classid, d.objid FROM pg_depend d
+		WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid IN (SELECT oid FROM generating)
+		  AND d.classid IN ('pg_attrdef'::regclass, 'pg_type'::regclass)),
+	found(relation, attnum, domain, typ, shown, def) AS (
+		SELECT ad.adrelid, ad.adnum, NULL::oid, a.atttypid, format_type(a.atttypid, a.atttypmod),
+			   pg_get_expr(ad.adbin, ad.adrelid)
+		FROM uses u JOIN pg_attrdef ad ON ad.oid = u.objid
+			 JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+		WHERE u.classid = 'pg_attrdef'::regclass AND NOT a.attisdropped
+		UNION ALL
+		SELECT NULL, NULL, t.oid, t.oid, format_type(t.typbasetype, t.typtypmod), pg_get_expr(t.typdefaultbin, 0)
+		FROM uses u JOIN pg_type t ON t.oid = u.objid
+		WHERE u.classid = 'pg_type'::regclass AND t.typtype = 'd'),
+	base(typ, base) AS (
+		SELECT typ, typ FROM found
+		UNION
+		SELECT b.typ, t.typbasetype FROM base b JOIN pg_type t ON t.oid = b.base
+		WHERE t.typtype = 'd')
+SELECT f.relation::regclass, a.attname, f.domain::regtype, f.shown, f.def
+FROM found f LEFT JOIN pg_attribute a ON a.attrelid = f.relation AND a.attnum = f.attnum
+WHERE EXISTS (SELECT FROM base b WHERE b.typ = f.typ AND b.base IN ('int2'::regtype, 'int4'::regtype))
+ORDER BY f.relation, f.attnum, f.domain
+$$;
+
+COMMENT ON FUNCTION snowflake.snowflake_narrow_defaults() IS
+'columns and domains narrower than bigint whose default generates snowflake IDs (or DecimalIds, node-partitioned IDs): each fails on its first insert';
+
+CREATE FUNCTION snowflake.snowflake_narrow_defaults_check()
+RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	objs oid[] := ARRAY(SELECT c.objid FROM pg_event_trigger_ddl_commands() c);
+	loading boolean := current_setting('check_function_bodies') = 'off';
+	n record;
+BEGIN
+	FOR n IN
+		SELECT f.* FROM snowflake.snowflake_narrow_defaults() f
+		WHERE (f.relation = ANY (objs)
+			   AND EXISTS (SELECT FROM pg_attribute a
+						   JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+						   WHERE a.attrelid = f.relation AND a.attname = f.column_name
+							 AND (age(a.xmin) <= 0 OR age(d.xmin) <= 0)))
+		   OR (f.domain = ANY (objs)
+			   AND EXISTS (SELECT FROM pg_type t WHERE t.oid = f.domain AND age(t.xmin) <= 0))
+	LOOP
+		IF n.domain IS NULL AND loading THEN
+			RAISE WARNING 'column "%" of relation % is of type %, too narrow for snowflake IDs',
+				n.column_name, n.relation, n.data_type
+				USING DETAIL = format('Its default %s makes bigint values: its first insert will fail.', n.column_default),
+					  HINT = format('Widen it: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', n.relation, n.column_name);
+		ELSIF n.domain IS NULL THEN
+			RAISE EXCEPTION 'column "%" of relation % is of type %, too narrow for snowflake IDs',
+				n.column_name, n.relation, n.data_type
+				USING ERRCODE = 'datatype_mismatch',
+					  DETAIL = format('Its default %s makes bigint values: its first insert would fail.', n.column_default),
+					  HINT = 'Use bigint for the column (for an existing one, ALTER TABLE ... ALTER COLUMN ... TYPE bigint before the default).';
+		ELSIF loading THEN
+			RAISE WARNING 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
+				USING DETAIL = format('Its default %s makes bigint values: the first insert that uses it will fail.', n.column_default),
+					  HINT = 'Use bigint as the domain''s type.';
+		ELSE
+			RAISE EXCEPTION 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
+				USING ERRCODE = 'datatype_mismatch',
+					  DETAIL = format('Its default %s makes bigint values: the first insert that uses it would fail.', n.column_default),
+					  HINT = 'Use bigint as the domain''s type.';
+		END IF;
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_narrow_defaults_check() IS
+'event trigger: refuses a default that generates snowflake IDs on a column or domain narrower than bigint (a warning while a dump is loaded)';
+
+CREATE EVENT TRIGGER snowflake_narrow_defaults_check ON ddl_command_end
+WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+			 'ALTER VIEW', 'CREATE DOMAIN', 'ALTER DOMAIN')
+EXECUTE FUNCTION snowflake.snowflake_narrow_defaults_check();
+
+COMMENT ON EVENT TRIGGER snowflake_narrow_defaults_check IS
+'refuses a default that generates snowflake IDs on a column or domain narrower than bigint';
+
+-- defaults declared before 1.2 refused them: said once, here
+DO $$
+DECLARE
+	n record;
+BEGIN
+	FOR n IN SELECT * FROM snowflake.snowflake_narrow_defaults() LOOP
+		RAISE WARNING '% is of type %, too narrow for snowflake IDs',
+			CASE WHEN n.domain IS NULL THEN format('column "%s" of relation %s', n.column_name, n.relation)
+				 ELSE format('domain %s', n.domain) END,
+			n.data_type
+			USING DETAIL = format('Its default %s makes bigint values: its first insert will fail.', n.column_default),
+				  HINT = 'Use bigint for it; SELECT * FROM snowflake.snowflake_narrow_defaults() lists every such column and domain.';
+	END LOOP;
+END $$;
+
 --
 -- Last, the schema the extension ended up in, by OID: it was checked by
 -- name at the start, but another role might have made or swapped it since

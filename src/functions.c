@@ -99,7 +99,7 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
 					 errmsg("invalid custom snowflake layout \"%s\"", echo(s)),
 					 errdetail("%s", why),
 					 zone ?
-					 errhint("Name ShardingSphere's layout for a JVM's default time zone as 'shardingsphere@ZONE', with a time zone name such as 'Asia/Shanghai' (pg_timezone_names lists them) or a UTC offset such as '+08:00'.") : 0));
+					 errhint("Name ShardingSphere's layout for a JVM's default time zone as 'shardingsphere@ZONE' (releases up to 5.3) or as 'shardingsphere@ZONE@YYYY-MM-DD' with the day the JVM started (releases from 5.4), ZONE being a time zone name such as 'Asia/Shanghai' (pg_timezone_names lists them) or a UTC offset such as '+08:00'.") : 0));
 		return buf;
 	}
 	if (pg_strcasecmp(s, "custom") == 0)
@@ -119,7 +119,7 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown snowflake layout \"%s\"", echo(s)),
-			 errhint("Known layouts are: %sShardingSphere's for a JVM's time zone, as in 'shardingsphere@Asia/Shanghai', and custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
+			 errhint("Known layouts are: %sShardingSphere's for a JVM's time zone, as in 'shardingsphere@Asia/Shanghai' or 'shardingsphere@Asia/Shanghai@2026-07-01', and custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
 					 names.data)));
 	return NULL;				/* keep the compiler quiet */
 }

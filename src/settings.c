@@ -39,7 +39,7 @@ const SnowflakeLayout *snowflake_layout = NULL;
 
 void		(*settings_worker_assigned) (int worker) = NULL;
 
-/* snowflake.layout: a preset, custom or shardingsphere@ZONE */
+/* snowflake.layout: a preset, custom or shardingsphere@ZONE[@DAY] */
 static char *layout_setting = NULL;
 
 /* snowflake.layout = custom: the layout the custom_* settings describe */
@@ -129,10 +129,10 @@ build_custom_layout(void)
 }
 
 #define LAYOUT_CHOICES_HINT \
-	"Available values: %s, custom, shardingsphere@ZONE (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00)."
+	"Available values: %s, custom, shardingsphere@ZONE and shardingsphere@ZONE@YYYY-MM-DD (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00; YYYY-MM-DD: the day a JVM of ShardingSphere 5.4 or later started)."
 
 /*
- * Accept a preset, "custom" or "shardingsphere@ZONE", and store its
+ * Accept a preset, "custom" or "shardingsphere@ZONE[@DAY]", and store its
  * canonical name (so SHOW gives the preset's name as written in the list,
  * and the state file and WAL the zone as the time zone database spells
  * it).  A zone layout is built here, into extra, where assign_layout()
@@ -159,7 +159,7 @@ check_layout(char **newval, void **extra, GucSource source)
 		{
 			compat_guc_free(l);
 			GUC_check_errdetail("%s", why);
-			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive.");
+			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive; for ShardingSphere 5.4 or later, add the day the JVM started, as in shardingsphere@Asia/Shanghai@2026-07-01.");
 			return false;
 		}
 		*extra = l;
@@ -211,10 +211,17 @@ assign_layout(const char *newval, void *extra)
 		snowflake_layout = layout_find(newval);
 }
 
+/* the layout whose worker field bounds snowflake.worker_id */
+static const SnowflakeLayout *
+worker_layout(void)
+{
+	return snowflake_layout ? snowflake_layout : layout_default();
+}
+
 static bool
 check_worker_id(int *newval, void **extra, GucSource source)
 {
-	const SnowflakeLayout *l = snowflake_layout ? snowflake_layout : layout_default();
+	const SnowflakeLayout *l = worker_layout();
 
 	if (*newval > layout_max_worker(l))
 	{
@@ -285,7 +292,7 @@ define_start_settings(void)
 
 	DefineCustomStringVariable("snowflake.layout",
 							   "Layout of the IDs this node generates and decodes by default.",
-							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE.",
+							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE (releases up to 5.3), shardingsphere@ZONE@YYYY-MM-DD for one of release 5.4 or later started that day.",
 							   &layout_setting,
 							   "shardingsphere",
 							   PGC_POSTMASTER,
@@ -379,6 +386,28 @@ find_unknown_names(void)
 }
 
 /*
+ * A value the configuration gave a setting was rejected at server start.  A
+ * worker id's range goes into the problem, which every refusal says: the
+ * client sees it, not only the server log's WARNING.
+ */
+static void
+rejected_at_start(const char *name, const char *value)
+{
+	if (strcmp(name, "snowflake.worker_id") == 0)
+	{
+		const SnowflakeLayout *l = worker_layout();
+		char		range[128];
+
+		snprintf(range, sizeof(range), "0 to " INT64_FORMAT " in the \"%s\" layout",
+				 layout_max_worker(l), l->name);
+		set_problem("snowflake.worker_id = '%s' was rejected at server start (worker ids run from %s)",
+					value, range);
+	}
+	else
+		set_problem("%s = '%s' was rejected at server start", name, value);
+}
+
+/*
  * Define the settings.  When preloaded, a value the configuration gives one
  * of them that PostgreSQL rejects (leaving the default in place) is found
  * by validating the configured text again, and disables generation.
@@ -415,8 +444,7 @@ settings_define(bool preloaded)
 		if (set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
 							  PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
 							  false) == 0)
-			set_problem("%s = '%s' was rejected at server start",
-						setting_names[i], given[i]);
+			rejected_at_start(setting_names[i], given[i]);
 		pfree(given[i]);
 	}
 	if (snowflake_layout == NULL)

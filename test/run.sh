@@ -6,10 +6,10 @@
 # and on each other version inside a Debian chroot that has it
 # (test/chroot.sh).  Every version's suite has the benchmark's smoke run;
 # on the host's version also the JavaScript client test, the SQL of
-# README.md and docs/, make demo's SQL, the ORMs (test/orm) and the
-# ShardingSphere layouts against ShardingSphere's algorithm in a JVM.  Says
-# per version how many passed, and ends with one line: "snowflake: N
-# passed, M failed".
+# README.md and docs/, make demo's SQL, the ORMs and ID libraries
+# (test/orm) and the ShardingSphere layouts against ShardingSphere's
+# algorithm in a JVM.  Says per version how many passed, and ends with one
+# line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
 PG_VERSIONS=${PG_VERSIONS:-15 17 18 19}
@@ -114,10 +114,11 @@ if [ $host = yes ]; then
 	extra "README.md and docs/: every SQL block" readme bash "$SRC/test/readme.sh"
 	# make demo's SQL, and what it says to paste, as README recommends.
 	extra "make demo: its SQL where snowflake is not in search_path" demo bash "$SRC/test/demo.sh" check
-	# ORMs and schema tools as docs/orms.md has them.
-	extra "ORMs: TypeORM, Sequelize, Knex, SQLAlchemy with Alembic" orm bash "$SRC/test/orm/run.sh"
-	# The shardingsphere@ZONE layouts agree with ShardingSphere's algorithm
-	# run in a JVM.
+	# ORMs and schema tools as docs/orms.md has them, and the ID libraries
+	# of its table.
+	extra "ORMs: TypeORM, Sequelize, Knex, MikroORM, Drizzle, SQLAlchemy with Alembic, Django; ID libraries" orm bash "$SRC/test/orm/run.sh"
+	# The shardingsphere layouts agree with ShardingSphere's algorithm, by
+	# each rule its releases took the epoch by, run in a JVM.
 	extra "ShardingSphere's IDs in a JVM" shardingsphere bash "$SRC/test/shardingsphere/check.sh"
 
 	passed=$((passed + xpassed))

@@ -40,6 +40,10 @@ my %bad = (
 	"snowflake.worker_id = 1024\n" => qr/snowflake.worker_id = '1024' was rejected at server start/,
 	"snowflake.wroker_id = 3\n" => qr/"snowflake.wroker_id" is not a snowflake setting/,
 	"snowflake.layout = 'twiter'\n" => qr/snowflake.layout = 'twiter' was rejected at server start/,
+	"snowflake.layout = 'shardingsphere\@America/St_Johns\@2026-02-30'\n" =>
+	  qr/snowflake.layout = 'shardingsphere\@America\/St_Johns\@2026-02-30' was rejected at server start/,
+	"snowflake.layout = 'shardingsphere\@Pacific/Chatham\@2016-10-31'\n" =>
+	  qr/snowflake.layout = 'shardingsphere\@Pacific\/Chatham\@2016-10-31' was rejected at server start/,
 	"snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n" =>
 	  qr/snowflake.worker_id = '100' was rejected at server start/,
 	"snowflake.custom_worker_bits = 40\nsnowflake.layout = custom\n" =>
@@ -58,6 +62,9 @@ for my $conf (sort keys %bad)
 	like(refusal($node), $bad{$conf}, "refused after a start with: $shown");
 	like(refusal($node), qr/HINT:  Fix the snowflake.\* settings/, '... with a hint');
 }
+ok($node->log_contains('"2026-02-30" is not a day written as YYYY-MM-DD')
+	  && $node->log_contains('No ShardingSphere generator started before its epoch, 2016-11-01; 2016-10-31 is earlier.'),
+	'the server log says why a ShardingSphere layout named with a day was rejected');
 restart_with($node, "snowflake.worker_id = -1\n");
 like(refusal($node), qr/snowflake.worker_id is not set/, 'an unset worker id refuses');
 ok($node->log_contains('snowflake.worker_id is not set: this server generates no snowflake IDs'),
