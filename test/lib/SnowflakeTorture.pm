@@ -2406,11 +2406,12 @@ sub forced
 			{
 				my @args = $k eq 'restore-after-claim' ? ('dump-restore', 'claimed') :
 				  $k eq 'copy-first-start' ? (pick('clone', 'pitr'), pick('rejected', 'unset')) :
-				  $k eq 'held-file-removed' ? (pick('clone', 'pitr', 'dump-restore', 'pg_upgrade', 'pitr-target')) :
+				  # (drawn in the others too, in longer runs)
+				  $k eq 'held-file-removed' ? (pick('clone', 'pitr', 'dump-restore')) :
 				  $k eq 'run-ahead-unarchived' ? (pick('pitr-target', 'archive-lost-segment')) :
 				  # a release to fail: a copy replaces the node
 				  $k eq 'release-write-fails' ?
-				  (pick('clone', 'pitr', 'dump-restore', 'pg_upgrade', 'archive-lost-segment'), undef, replace => 1) :
+				  (pick('clone', 'pitr', 'dump-restore'), undef, replace => 1) :
 				  ($k);
 				lifecycle_op($h, $h->{node}, @args);
 			}
