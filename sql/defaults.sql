@@ -9,6 +9,7 @@
 
 CREATE TABLE narrow_int (id integer PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), v text);
 CREATE TABLE narrow_small (id smallint DEFAULT snowflake.snowflake_nextval());
+CREATE TABLE narrow_next_id (id integer DEFAULT snowflake.snowflake_next_id());
 CREATE SEQUENCE narrow_seq;
 CREATE TABLE narrow_node (id integer DEFAULT snowflake.snowflake_node_nextval('narrow_seq'));
 

@@ -472,7 +472,7 @@ WITH RECURSIVE
 	generating(oid) AS (
 		SELECT p.oid FROM pg_proc p
 		WHERE p.pronamespace = 'snowflake'::regnamespace
-		  AND p.proname IN ('snowflake_nextval', 'snowflake_nextval_block',
+		  AND p.proname IN ('snowflake_nextval', 'snowflake_next_id', 'snowflake_nextval_block',
 							'snowflake_node_nextval', 'decimal_id_nextval')),
 	uses(classid, objid) AS (
 		SELECT DISTINCT d.classid, d.objid FROM pg_depend d
