@@ -29,7 +29,7 @@ not_built() {
 
 # A version built from source: its tarball in the folder shared/ that is
 # beside the checkout (SNOWFLAKE_SHARED elsewhere), and its checksum.
-SOURCE= SOURCE_SHA256=
+SOURCE='' SOURCE_SHA256=''
 case $V in
 15) SUITE=bookworm EXTRA= ;;
 16)
