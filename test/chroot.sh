@@ -75,23 +75,30 @@ STAMP="suite=$SUITE${EXTRA:++$EXTRA} packages=$PKGS"
 exec 9>"$ROOT.lock"
 flock 9
 
+# check_source: the tarball of a version built from source is there, and
+# is the one expected
+check_source() {
+	local tarball=$SHARED/$SOURCE sum
+	[ -f "$tarball" ] ||
+		not_built "PostgreSQL $V is built from $SOURCE in the folder shared/ beside the checkout, and there is no $tarball"
+	sum=$(sha256sum <"$tarball" | cut -d' ' -f1)
+	[ "$sum" = "$SOURCE_SHA256" ] ||
+		not_built "$tarball has sha256 $sum, not $SOURCE_SHA256"
+}
+
 # build_from_source CHROOT: PostgreSQL V from its checked tarball, built
 # and installed inside CHROOT by test/pgsource.sh
 build_from_source() {
-	local tmp=$1 tarball=$SHARED/$SOURCE sum t0 log=$1.log
-	if [ ! -f "$tarball" ]; then
-		rm -rf "$tmp"
-		not_built "PostgreSQL $V is built from $SOURCE in the folder shared/ beside the checkout, and there is no $tarball"
-	fi
-	sum=$(sha256sum <"$tarball" | cut -d' ' -f1)
-	if [ "$sum" != "$SOURCE_SHA256" ]; then
-		rm -rf "$tmp"
-		not_built "$tarball has sha256 $sum, not $SOURCE_SHA256"
-	fi
+	local tmp=$1 tarball=$SHARED/$SOURCE t0 log=$1.log
 	echo "building PostgreSQL $V from $tarball"
 	t0=$(date +%s)
 	mkdir -p "$tmp/build"
 	cp "$tarball" "$tmp/build/source.tar.gz"
+	# the copy built is the one checked
+	[ "$(sha256sum <"$tmp/build/source.tar.gz" | cut -d' ' -f1)" = "$SOURCE_SHA256" ] || {
+		rm -rf "$tmp"
+		not_built "$tarball changed while it was copied"
+	}
 	cp "$SRC/test/pgsource.sh" "$tmp/build/pgsource.sh"
 	if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME=/root LANG=C.UTF-8 bash /build/pgsource.sh /build/source.tar.gz "$V" </dev/null >"$log" 2>&1; then
@@ -121,6 +128,7 @@ make_chroot() {
 		grep -q " $ROOT/" /proc/mounts && not_built "$ROOT has file systems mounted"
 		rm -rf "$ROOT"
 	fi
+	[ -z "$SOURCE" ] || check_source
 	command -v mmdebstrap >/dev/null || {
 		echo "installing mmdebstrap"
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
