@@ -72,6 +72,7 @@ STAMP="suite=$SUITE${EXTRA:++$EXTRA} packages=$PKGS"
 	STAMP="$STAMP source=$SOURCE_SHA256 build=$(sha256sum <"$SRC/test/pgsource.sh" | cut -c1-16)"
 
 # One run at a time per chroot.
+mkdir -p "$BASE"
 exec 9>"$ROOT.lock"
 flock 9
 
