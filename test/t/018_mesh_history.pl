@@ -135,22 +135,6 @@ sub digest
 		"SELECT count(*) || ' ' || coalesce(md5(string_agg(r::text, ',' ORDER BY r::text)), '-') FROM $t r");
 }
 
-# 16's launcher (16.2 at least) can miss that a subscription's worker
-# ended as it started (its publisher down) and start it again only 3
-# minutes later; an ENABLE wakes it, as docs/mesh.md says
-sub wake_stalled
-{
-	return if $pool[0]->pg_version->major != 16;
-	$_->safe_psql('postgres', q{
-		SELECT format('ALTER SUBSCRIPTION %I ENABLE', s.subname) FROM pg_subscription s
-		 WHERE s.subenabled
-		   AND s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		   AND NOT EXISTS (SELECT FROM pg_stat_subscription st
-		                    WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL)
-		\gexec}) for @_;
-	return;
-}
-
 # every member holds the same rows, whole, in every table
 sub converged
 {
@@ -167,7 +151,7 @@ sub converged
 			  if grep { $_ ne $d[0] } @d;
 		}
 		last if !@bad || time > $deadline;
-		wake_stalled(@m);
+		wake_subscriptions(@m);
 		sleep 1;
 	}
 	check('every member holds the same rows, whole', !@bad, join("\n", @bad));
@@ -183,7 +167,7 @@ sub converged
 	{
 		($rc, $out, $err) = mesh('status', map { conn($_) } @m);
 		last if $rc == 0;
-		wake_stalled(@m);
+		wake_subscriptions(@m);
 		sleep 1;
 	}
 	check('status finds the mesh of workers ' . join(' ', sort keys %members) . ' whole', $rc == 0, "$out\n$err");
