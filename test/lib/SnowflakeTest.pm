@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
-  refusal set_worker pg_upgrade_ok wall_time detail_times state_mark);
+  refusal set_worker pg_upgrade_ok wall_time detail_times state_mark wake_subscriptions);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -216,6 +216,30 @@ sub pg_upgrade_ok
 	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
 		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
 		'-s', $new->host ], $name);
+	return;
+}
+
+
+# wake_subscriptions(NODES): on PostgreSQL 16, an ENABLE of each enabled
+# subscription of the postgres database that has no apply worker, for a
+# test that waits for a mesh to be whole.  16's launcher (16.2 at least)
+# can miss that a worker ended as it started (its publisher down) and
+# start it again only 3 minutes later; an ENABLE wakes it, as
+# docs/mesh.md says.
+sub wake_subscriptions
+{
+	for my $node (@_)
+	{
+		next if $node->pg_version->major != 16;
+		# psql, not safe_psql: a node down is the caller's to report
+		$node->psql('postgres', q{
+			SELECT format('ALTER SUBSCRIPTION %I ENABLE', s.subname) FROM pg_subscription s
+			 WHERE s.subenabled
+			   AND s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			   AND NOT EXISTS (SELECT FROM pg_stat_subscription st
+			                    WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL)
+			\gexec});
+	}
 	return;
 }
 

@@ -151,6 +151,7 @@ sub converged
 			  if grep { $_ ne $d[0] } @d;
 		}
 		last if !@bad || time > $deadline;
+		wake_subscriptions(@m);
 		sleep 1;
 	}
 	check('every member holds the same rows, whole', !@bad, join("\n", @bad));
@@ -166,6 +167,7 @@ sub converged
 	{
 		($rc, $out, $err) = mesh('status', map { conn($_) } @m);
 		last if $rc == 0;
+		wake_subscriptions(@m);
 		sleep 1;
 	}
 	check('status finds the mesh of workers ' . join(' ', sort keys %members) . ' whole', $rc == 0, "$out\n$err");

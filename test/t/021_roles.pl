@@ -416,7 +416,8 @@ if ($mesh)
 	super('CREATE ROLE mallory LOGIN');
 	my $pub_oid = super(q{SELECT oid FROM pg_publication WHERE pubname = 'snowflake_mesh'});
 	my $holder = $node->background_psql('app', extra_params => [ '-U', 'mallory' ]);
-	my $holder_pid = $holder->query_safe("SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock($pub_oid)) l");
+	# (16.2's background_psql keeps the output's last newline)
+	chomp(my $holder_pid = $holder->query_safe("SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock($pub_oid)) l"));
 	$_->safe_psql('app', 'CREATE TABLE notes (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval())')
 	  for $node, $other;
 	my ($out, $err) = ('', '');
