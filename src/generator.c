@@ -273,9 +273,19 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	}
 	if (seen > now)
 	{
-		a = (RefuseArgs) {{node_num((seen - now) * l->tick_ms)}, {at, clock, until},
+		int64		back_ms = (seen - now) * l->tick_ms;
+
+		a = (RefuseArgs) {{node_num(back_ms)}, {at, clock, until},
 		{node_num(snowflake_max_clock_backward_ms), ahead}};
-		node_refuse(lead_ms > RUN_AHEAD_CAP_MS ? REASON_CLOCK_BACK_FAR : REASON_CLOCK_BACK, &a);
+		if (lead_ms > RUN_AHEAD_CAP_MS)
+			node_refuse(REASON_CLOCK_BACK_FAR, &a);
+		/* no wait the setting allows covers it: only running ahead does */
+		if (back_ms > MAX_CLOCK_BACKWARD_MS)
+		{
+			a.hint[0] = ahead;
+			node_refuse(REASON_CLOCK_BACK_LONG, &a);
+		}
+		node_refuse(REASON_CLOCK_BACK, &a);
 	}
 	/* the lead is only the next tick: a long tick, not a clock problem */
 	if (last_tick <= now)

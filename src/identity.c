@@ -105,6 +105,29 @@ exists(const char *name)
 	return access(name, F_OK) == 0;
 }
 
+static bool
+set(const char *setting)
+{
+	const char *v = GetConfigOption(setting, true, false);
+
+	return v != NULL && v[0] != '\0';
+}
+
+/*
+ * In standby mode, whether the server follows a primary, and so is its
+ * node: not when it recovers to a target (a point-in-time restore may run
+ * in standby mode), nor when its WAL comes only from an archive, which may
+ * lack the last segments its node wrote.  Those are restores.
+ */
+static bool
+follows_primary(void)
+{
+	return set("primary_conninfo") &&
+		!set("recovery_target") && !set("recovery_target_lsn") &&
+		!set("recovery_target_name") && !set("recovery_target_time") &&
+		!set("recovery_target_xid");
+}
+
 static int
 configured_worker(void)
 {
@@ -218,7 +241,21 @@ apply_worker(NodeRecord *r, int worker, bool primary)
 	if (worker == WORKER_ID_UNSET)
 		return;
 	if (r->state == NODE_HELD_COPY && worker != r->worker)
+	{
+		/* its source's worker id stays its source's */
+		r->copy_of = r->worker;
+		r->copy_reason = r->reason;
+		r->flags |= RECORD_COPY_OF;
 		hold(r, REASON_NONE);
+	}
+	else if (r->state == NODE_READY && (r->flags & RECORD_COPY_OF) &&
+			 worker == r->copy_of)
+	{
+		/* set back to its source's worker id: a copy again */
+		move_worker(r, worker);
+		hold(r, (NodeReason) r->copy_reason);
+		return;
+	}
 	else if (r->state == NODE_HELD_CLAIMED && !claimed(r, worker) &&
 			 !(replayed && worker != r->worker && retired(r, worker)))
 		hold(r, REASON_NONE);
@@ -354,7 +391,15 @@ read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
 		*rec = i;
 		rec->flags = (rec->flags | RECORD_FLOOR_PENDING) & ~RECORD_LEGACY_GONE;
 	}
-	if (inode && (!snode || i.changes > s.changes))
+	/*
+	 * The node's part from the file that changed it last; where one says
+	 * the node is held and the other not (a change whose second write
+	 * failed, or a crash between the two), the hold: a release is made
+	 * durable in both before it counts.
+	 */
+	if (inode && (!snode ||
+				  ((s.state == NODE_READY) == (i.state == NODE_READY) ?
+				   i.changes > s.changes : i.state != NODE_READY)))
 		memcpy((char *) rec + NODE_PART, (char *) &i + NODE_PART,
 			   sizeof(*rec) - NODE_PART);
 	*found = snode || inode;
@@ -398,14 +443,14 @@ identity_start(void)
 {
 	NodeShared *n = node_shared;
 	NodeRecord *r = &n->rec;
-	bool		standby = exists("standby.signal");
+	bool		standby = exists("standby.signal") && follows_primary();
 	NodeReason	signal = REASON_NONE;
 	bool		found;
 	uint64		sysid = system_identifier();
 	uint64		inode = directory_inode();
 
 	pg_atomic_init_u32(&n->configured, (uint32) snowflake_worker_id);
-	if (!standby && exists("recovery.signal"))
+	if (!standby && (exists("recovery.signal") || exists("standby.signal")))
 		signal = REASON_RECOVERY_SIGNAL;
 	else if (!standby && exists("backup_label"))
 		signal = REASON_BACKUP_LABEL;
@@ -572,7 +617,7 @@ identity_replay(const void *data, Size len)
 	NodeRecord	next;
 	int			worker;
 
-	if (node_shared == NULL || !StandbyMode)
+	if (node_shared == NULL || !StandbyMode || !follows_primary())
 		return;
 	memset(&p, 0, sizeof(p));
 	memcpy(&p, data, Min(len, sizeof(p)));
@@ -764,6 +809,7 @@ apply_confirm(int64 floor_id, const NodeRecord *old)
 	before = (NodeState) next.state;
 	last = mark_repair_locked(floor_id, false, true, &next);
 	hold(&next, REASON_NONE);
+	next.flags &= ~RECORD_COPY_OF;
 	next.other_system = 0;
 	next.system_identifier = system_identifier();
 	next.directory_inode = directory_inode();
@@ -1092,6 +1138,9 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 		node_refuse(node_shared->disabled, NULL);
 	if (node_shared->file_trouble != REASON_NONE)
 		node_refuse_state(node_shared->file_trouble);
+	/* a worker id the node gave up may be another node's now */
+	if (node_shared->rec.reason == REASON_WORKER_RETIRED)
+		node_refuse_state(REASON_WORKER_RETIRED);
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
@@ -1134,9 +1183,32 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 					 errmsg("\"%s\" is not a directory", dir),
 					 errhint("Name the data directory of the old cluster.")));
 		floor_id = Max(floor_id, old_record(dir, &old));
+		/* the old cluster of this node, not of another */
+		if ((old.flags & RECORD_NODE) && old.worker != WORKER_ID_UNSET &&
+			configured_worker() != WORKER_ID_UNSET && old.worker != configured_worker())
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the old cluster in \"%s\" ran as worker id %d, not as this server's %d",
+							dir, old.worker, configured_worker()),
+					 errhint("Name the data directory of this node's old cluster.")));
 	}
 	if (!PG_ARGISNULL(2))
-		floor_id = Max(floor_id, floor_at(PG_GETARG_TIMESTAMPTZ(2)));
+	{
+		int64		known = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+		int64		at = floor_at(PG_GETARG_TIMESTAMPTZ(2));
+
+		/* the node it replaces ran at least until the last ID known here */
+		if (at < known)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("stopped_at %s is before the last ID this data directory knows of",
+							timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(2))),
+					 errdetail("ID " INT64_FORMAT " carries the time %s; the node this server replaces ran at least until then.",
+							   known, timestamptz_to_str(layout_tick_to_timestamptz(snowflake_layout,
+																					layout_tick(snowflake_layout, known)))),
+					 errhint("Give the time the node stopped, with its time zone.")));
+		floor_id = Max(floor_id, at);
+	}
 	if (floor_id < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

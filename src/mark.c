@@ -737,8 +737,8 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last)
 		node_shared->floor_pending = pending;
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not write snowflake state file \"%s\"", SNOWFLAKE_STATE_FILE),
-				 errhint("The server log says why; the node goes on as it was until a repair succeeds.")));
+				 errmsg("could not write the snowflake node's record"),
+				 errhint("The server log says which file and why; the node goes on as it was.")));
 	}
 	if (trouble != REASON_NONE || last < (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
 	{

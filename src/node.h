@@ -70,6 +70,7 @@ typedef enum NodeReason
 	REASON_NO_WORKER_ID,
 	REASON_LAYOUT_BELOW,
 	REASON_CLOCK_BACK,
+	REASON_CLOCK_BACK_LONG,
 	REASON_CLOCK_BACK_FAR,
 	REASON_AHEAD_OF_CLOCK,
 	REASON_AHEAD_FAR,
@@ -113,6 +114,9 @@ typedef struct NodeRecord
 	uint8		reason;			/* NodeReason */
 	uint16		nretired;
 	int32		retired[RETIRED_MAX];	/* worker ids the node gave up */
+	int32		copy_of;		/* if RECORD_COPY_OF: the worker id of the node
+								 * it is a copy of, and why it was held */
+	uint32		copy_reason;
 	uint64		changes;		/* counts changes of the node's part */
 	uint64		other_system;	/* who claimed the worker id, for the message */
 	uint32		nhigh;			/* claims at or above CLAIM_BITS; may exceed
@@ -129,6 +133,8 @@ typedef struct NodeRecord
 #define RECORD_NODE				0x4
 /* worker is the primary's, replayed; this node's own is not applied yet */
 #define RECORD_WORKER_REPLAYED	0x8
+/* released as a copy by a worker id of its own: copy_of is its source's */
+#define RECORD_COPY_OF			0x10
 
 #define SNOWFLAKE_STATE_FILE	"snowflake.state"
 #define SNOWFLAKE_IDENTITY_FILE	"snowflake.identity"

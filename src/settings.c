@@ -318,7 +318,7 @@ define_runtime_settings(void)
 							NULL,
 							&snowflake_max_clock_backward_ms,
 							10,
-							0, 3600 * 1000,
+							0, MAX_CLOCK_BACKWARD_MS,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
