@@ -791,6 +791,14 @@ identity_upgrade_noticed(void)
 	change_files(change_upgraded, NULL);
 }
 
+/* a confirmation of this transaction, applied when it commits */
+static bool confirming = false;
+static bool confirm_applied = false;	/* at pre-commit; not yet committed */
+static NodeRecord confirm_undo;
+static int	confirm_level;		/* the transaction nesting level it came in */
+static int64 confirm_floor;
+static NodeRecord confirm_old;
+
 /*
  * A confirmation, applied as its transaction commits (so that one rolled
  * back releases nothing, as a claim rolled back holds nothing back): the
@@ -806,6 +814,9 @@ apply_confirm(int64 floor_id, const NodeRecord *old)
 
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	next = node_shared->rec;
+	/* what an abort after this point (a serialization failure) restores */
+	confirm_undo = next;
+	confirm_applied = true;
 	before = (NodeState) next.state;
 	last = mark_repair_locked(floor_id, false, true, &next);
 	hold(&next, REASON_NONE);
@@ -855,11 +866,6 @@ static PendingClaim *pending = NULL;
 static int	npending = 0;
 static int	maxpending = 0;
 
-/* a confirmation of this transaction, applied when it commits */
-static bool confirming = false;
-static int	confirm_level;		/* the transaction nesting level it came in */
-static int64 confirm_floor;
-static NodeRecord confirm_old;
 
 static bool
 change_claims(NodeRecord *r, const void *arg)
@@ -878,6 +884,22 @@ change_claims(NodeRecord *r, const void *arg)
 		changed = true;
 	}
 	return changed;
+}
+
+/*
+ * A confirmation applied at pre-commit whose commit then failed (a
+ * serialization failure): the node is held again as it was.  The floor it
+ * raised stays: it bounds nothing but what the node may issue.
+ */
+static bool
+change_unconfirm(NodeRecord *r, const void *arg)
+{
+	memcpy((char *) r + NODE_PART, (char *) &confirm_undo + NODE_PART,
+		   sizeof(NodeRecord) - NODE_PART);
+	r->flags = (r->flags & ~(RECORD_COPY_OF | RECORD_WORKER_REPLAYED)) |
+		(confirm_undo.flags & (RECORD_COPY_OF | RECORD_WORKER_REPLAYED));
+	r->changes = Max(r->changes, confirm_undo.changes);
+	return true;
 }
 
 static bool
@@ -920,11 +942,15 @@ claims_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
+			confirm_applied = false;
 			npending = 0;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			confirming = false;
+			if (confirm_applied)
+				change_record(change_unconfirm, NULL, WARNING);
+			confirm_applied = false;
 			/* the commit failed after they were kept: take them back */
 			for (int i = 0; i < npending; i++)
 				taken_back |= pending[i].added;
@@ -1080,6 +1106,34 @@ old_record(const char *dir, NodeRecord *old)
 }
 
 /*
+ * A floor the node could generate above soon: within its layout, not in
+ * its last tick, and at most a day ahead of the clock (as far as any
+ * setting lets the node run ahead); a value beyond is a typo, refused
+ * before it commits.
+ */
+static void
+check_floor(int64 id)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+
+	if (id >= layout_max_id(l))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("snowflake ID " INT64_FORMAT " is out of range for the \"%s\" layout",
+						id, l->name),
+				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
+						   layout_max_id(l))));
+	if (layout_tick(l, id) >= layout_max_tick(l) ||
+		layout_tick_to_unix_ms(l, layout_tick(l, id)) - clock_unix_ms() > RUN_AHEAD_CAP_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snowflake ID " INT64_FORMAT " is more than a day ahead of this server's clock", id),
+				 errdetail("It carries the time %s; the node would issue no ID until its clock reached it.",
+						   timestamptz_to_str(layout_tick_to_timestamptz(l, layout_tick(l, id)))),
+				 errhint("Check the value: give the highest ID the node it replaces issued.")));
+}
+
+/*
  * The floor a stop time gives: the largest ID of the layout in force at
  * that time plus the furthest the node's clock policy let IDs lead the
  * clock when it made its last reservation this server knows (replayed, or
@@ -1096,6 +1150,12 @@ floor_at(TimestampTz stopped_at)
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		unix_ms;
 	int64		tick;
+
+	if (TIMESTAMP_NOT_FINITE(stopped_at))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("stopped_at cannot be infinite"),
+				 errhint("Give the time the node this server replaces stopped.")));
 
 	/* the lost node's clock may have been ahead of this one's, not by days */
 	if (stopped_at > GetCurrentTimestamp() + (TimestampTz) RUN_AHEAD_CAP_MS * 1000)
@@ -1154,6 +1214,7 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("snowflake ID " INT64_FORMAT " is negative", floor_id)));
+		check_floor(floor_id);
 	}
 	memset(&old, 0, sizeof(old));
 	if (!PG_ARGISNULL(1))

@@ -71,6 +71,9 @@
 
 NodeShared *node_shared = NULL;
 
+/* a record is one slot of persist.c's files, and one WAL record */
+StaticAssertDecl(sizeof(NodeRecord) <= 480, "the node's record must fit a slot");
+
 /*
  * Each reason's state, name and SQLSTATE, and the words of its refusal.
  * The values they name (%s) are RefuseArgs', in order: the message's, the

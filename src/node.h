@@ -83,7 +83,7 @@ typedef enum NodeReason
 
 /* Worker ids other systems claimed: a bitmap below CLAIM_BITS, a list above */
 #define CLAIM_BITS		1024
-#define CLAIM_HIGH		16
+#define CLAIM_HIGH		32
 /* worker ids the node gave up, the latest first */
 #define RETIRED_MAX		8
 
