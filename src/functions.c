@@ -507,6 +507,7 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 	int64		lead_ms;
 	int64		allowed_ms;
 	int64		last;
+	bool		lower;
 	NodeRecord	next;
 
 	(void) generator_require_ready();
@@ -534,10 +535,9 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 	}
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	next = node_shared->rec;
-	last = mark_repair_locked(above, force &&
-							  (uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id),
-							  false, &next);
-	mark_repair_save(&next, false, last);
+	lower = force && (uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id);
+	last = mark_repair_locked(above, lower, false, &next);
+	mark_repair_save(&next, false, last, lower);
 	LWLockRelease(node_shared->lock);
 	PG_RETURN_INT64(last);
 }

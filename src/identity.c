@@ -836,7 +836,7 @@ apply_confirm(int64 floor_id, const NodeRecord *old)
 	drop_claim(&next, configured_worker());
 	if (configured_worker() != WORKER_ID_UNSET)
 		move_worker(&next, configured_worker());
-	mark_repair_save(&next, true, last);
+	mark_repair_save(&next, true, last, false);
 	log_record(&next);
 	identity_publish();
 	LWLockRelease(node_shared->lock);

@@ -718,14 +718,43 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 /*
  * Make a repair's record durable, written anew, and only then put its
  * mark in force; an ERROR if it cannot be written, with nothing changed.
- * With the lock held.
+ * With the lock held.  lower: the repair undoes an earlier one, and takes
+ * the last ID down to last; any other repair only raises it, since
+ * backends go on issuing IDs above the last ID it read.
  */
 void
-mark_repair_save(const NodeRecord *next, bool node_part, int64 last)
+mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 {
 	NodeReason	trouble = node_shared->mark_trouble;
 	bool		pending = node_shared->floor_pending;
 	int64		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
+	int64		extend_at = (int64) pg_atomic_read_u64(&snowflake_shared->extend_at);
+	uint64		before = (uint64) snowflake_shared->resumed_from;
+	bool		down = trouble != REASON_NONE || lower;
+
+	if (down)
+	{
+		/*
+		 * Every backend must now wait for a reservation, which the keeper
+		 * cannot make while the lock is held; the last ID goes down only if
+		 * no ID was issued since the repair checked it.  A backend that
+		 * read the old words loses its compare-and-swap to ours.
+		 */
+		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
+		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
+		pg_write_barrier();
+		if (lower &&
+			!pg_atomic_compare_exchange_u64(&snowflake_shared->last_id, &before, (uint64) last))
+		{
+			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) reserved);
+			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) extend_at);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, last),
+					 errdetail("The node issued IDs while the repair ran; new IDs stay above them."),
+					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
+		}
+	}
 
 	/* the repair replaces a damaged file: it is written, not left alone */
 	node_shared->mark_trouble = REASON_NONE;
@@ -735,27 +764,21 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last)
 	{
 		node_shared->mark_trouble = trouble;
 		node_shared->floor_pending = pending;
+		if (down)
+		{
+			/* nothing was issued meanwhile: every backend waited */
+			if (lower)
+				atomic_raise(&snowflake_shared->last_id, before);
+			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) reserved);
+			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) extend_at);
+		}
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write the snowflake node's record"),
 				 errhint("The server log says which file and why; the node goes on as it was.")));
 	}
-	if (trouble != REASON_NONE || last < (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
-	{
-		/*
-		 * A backend that read the old state must ask for a reservation: the
-		 * barrier orders the lowered words before the lowered last ID,
-		 * which the generator reads first.
-		 */
-		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
-		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
-		pg_write_barrier();
-		pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) last);
-		reserved = 0;
-	}
-	else
-		atomic_raise(&snowflake_shared->last_id, (uint64) last);
-	if (reserved <= last)
+	atomic_raise(&snowflake_shared->last_id, (uint64) last);
+	if (down || reserved <= last)
 	{
 		pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) last);
 		pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) last);

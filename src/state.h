@@ -98,7 +98,8 @@ extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
 extern int64 mark_repair_locked(int64 above, bool lower, bool log,
 								NodeRecord *next);
-extern void mark_repair_save(const NodeRecord *next, bool node_part, int64 last);
+extern void mark_repair_save(const NodeRecord *next, bool node_part, int64 last,
+							 bool lower);
 extern void mark_replay(int64 mark, const char *layout, int64 lead_ms);
 extern bool mark_legacy_wanted(void);
 extern void mark_legacy_found(bool found, int64 mark);
