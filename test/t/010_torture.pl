@@ -26,7 +26,7 @@ use Test::More;
 use Time::HiRes qw(time);
 use SnowflakeTorture;
 
-my $seeds = $ENV{TORTURE_SEEDS} // 4;
+my $seeds = ($ENV{TORTURE_SEEDS} // '') ne '' ? $ENV{TORTURE_SEEDS} : 4;
 my $steps = $ENV{TORTURE_STEPS} // 40;
 my $first = $ENV{TORTURE_FIRST_SEED} // 1;
 my $dir = PostgreSQL::Test::Utils::tempdir('torture');
