@@ -36,7 +36,7 @@ REGRESS = generate block decode range settings markings status layouts zones sch
 REGRESS_OPTS = --inputdir=.
 # pg_isolation_regress specs (specs/, output in expected/) on such a server
 # that also allows prepared transactions (max_prepared_transactions > 0)
-ISOLATION = claims confirm confirm_commit repair reload
+ISOLATION = claims confirm confirm_commit repair reload ddl_locks
 ISOLATION_OPTS = --load-extension=snowflake
 
 PG_CPPFLAGS = -I$(srcdir)/src

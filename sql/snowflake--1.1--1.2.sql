@@ -453,101 +453,163 @@ COMMENT ON FUNCTION snowflake.snowflake_next_id() IS
 'snowflake_nextval() by another name, for column defaults of tools that take a default naming nextval for a sequence';
 
 --
--- Columns too narrow for the IDs.  An integer or smallint column whose
--- default generates IDs fails on its first insert ("integer out of
--- range"); such a default is refused when it is declared, by an event
--- trigger at the end of the command.  It refuses only what the command
--- itself wrote (a default, or a column's type, changed in this
--- transaction), so that other commands on a table made before keep
--- working, and only a warning while a dump is loaded (check_function_bodies
--- off, as pg_dump and pg_upgrade set it), so that a restore of such a
--- schema completes.  The check a user runs lists every one.
+-- Columns too narrow for the IDs.  A column whose default generates IDs
+-- and whose type holds no bigint exactly either fails on its first insert
+-- (smallint, integer, oid, numeric with fewer than 19 digits before the
+-- point: "out of range", "numeric field overflow") or rounds the IDs (real,
+-- double precision: IDs that collide).  Such a default is refused when it
+-- is declared, by an event trigger at the end of the command.  It refuses
+-- only what the command itself wrote (a default, or a column's type,
+-- changed in this transaction), so that other commands on a table made
+-- before keep working, and only a warning while a dump is loaded
+-- (check_function_bodies off, as pg_dump and pg_upgrade set it), so that a
+-- restore of such a schema completes.  The check a user runs lists every
+-- one.  A default that makes something narrower of the ID, as
+-- (snowflake_nextval() % 1000)::integer, is refused as well: the check
+-- sees which functions a default calls, not what it does with their result.
 --
+-- snowflake_narrow_defaults_among() finds them without deparsing a single
+-- default: deparsing one locks its table, and the trigger must lock
+-- nothing the command did not.
+--
+CREATE FUNCTION snowflake.snowflake_narrow_defaults_among(relations oid[], domains oid[])
+RETURNS TABLE (relation regclass, attnum smallint, domain regtype, data_type text, rounds boolean,
+			   recent boolean, expr pg_node_tree)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE
+	-- the defaults of those relations and domains (every one for NULL)
+	found(classid, objid, relation, attnum, domain, typ, typmod, recent, expr) AS (
+		SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass, ad.oid, ad.adrelid, ad.adnum, NULL::oid,
+			   a.atttypid, a.atttypmod, pg_catalog.age(ad.xmin) <= 0, ad.adbin
+		FROM pg_catalog.pg_attrdef ad
+			 JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+		WHERE (relations IS NULL OR ad.adrelid = ANY (relations)) AND NOT a.attisdropped
+		UNION ALL
+		SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid, NULL, NULL, t.oid,
+			   t.typbasetype, t.typtypmod, pg_catalog.age(t.xmin) <= 0, t.typdefaultbin
+		FROM pg_catalog.pg_type t
+		WHERE t.typtype = 'd' AND t.typdefaultbin IS NOT NULL
+		  AND (domains IS NULL OR t.oid = ANY (domains))),
+	-- the type each is stored as, through any domains
+	base(classid, objid, typ, typmod) AS (
+		SELECT classid, objid, typ, typmod FROM found
+		UNION ALL
+		SELECT b.classid, b.objid, t.typbasetype, t.typtypmod
+		FROM base b JOIN pg_catalog.pg_type t ON t.oid = b.typ
+		WHERE t.typtype = 'd'),
+	-- those that hold no bigint exactly; numeric's typmod holds its
+	-- precision and (signed, 11 bits) scale
+	narrow(classid, objid, rounds) AS (
+		SELECT b.classid, b.objid, b.typ IN ('pg_catalog.float4'::pg_catalog.regtype,
+											 'pg_catalog.float8'::pg_catalog.regtype)
+		FROM base b JOIN pg_catalog.pg_type t ON t.oid = b.typ
+		WHERE t.typtype <> 'd'
+		  AND (b.typ IN ('pg_catalog.int2'::pg_catalog.regtype, 'pg_catalog.int4'::pg_catalog.regtype,
+						 'pg_catalog.oid'::pg_catalog.regtype, 'pg_catalog.float4'::pg_catalog.regtype,
+						 'pg_catalog.float8'::pg_catalog.regtype)
+			   OR (b.typ = 'pg_catalog.numeric'::pg_catalog.regtype AND b.typmod >= 4
+				   AND ((((b.typmod - 4) & 2047) # 1024) - 1024 < 0
+						OR ((b.typmod - 4) >> 16) - ((((b.typmod - 4) & 2047) # 1024) - 1024) < 19))))
+SELECT f.relation::pg_catalog.regclass, f.attnum, f.domain::pg_catalog.regtype,
+	   pg_catalog.format_type(f.typ, f.typmod),
+	   n.rounds, f.recent, f.expr
+FROM found f JOIN narrow n ON n.classid = f.classid AND n.objid = f.objid
+WHERE EXISTS (SELECT FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_proc p ON p.oid = d.refobjid
+			  WHERE d.classid = f.classid AND d.objid = f.objid
+				AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+				AND p.pronamespace = 'snowflake'::pg_catalog.regnamespace
+				AND p.proname IN ('snowflake_nextval', 'snowflake_next_id', 'snowflake_nextval_block',
+								  'snowflake_node_nextval', 'decimal_id_nextval'))
+ORDER BY f.relation, f.attnum, f.domain
+$$;
+
+COMMENT ON FUNCTION snowflake.snowflake_narrow_defaults_among(oid[], oid[]) IS
+'internal: the defaults of these relations and domains (all for NULL) that generate snowflake IDs into a type holding no bigint exactly, not deparsed';
+
 CREATE FUNCTION snowflake.snowflake_narrow_defaults()
 RETURNS TABLE (relation regclass, column_name name, domain regtype, data_type text, column_default text)
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-WITH RECURSIVE
-	generating(oid) AS (
-		SELECT p.oid FROM pg_proc p
-		WHERE p.pronamespace = 'snowflake'::regnamespace
-		  AND p.proname IN ('snowflake_nextval', 'snowflake_next_id', 'snowflake_nextval_block',
-							'snowflake_node_nextval', 'decimal_id_nextval')),
-	uses(classid, objid) AS (
-		SELECT DISTINCT d.classid, d.objid FROM pg_depend d
-		WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid IN (SELECT oid FROM generating)
-		  AND d.classid IN ('pg_attrdef'::regclass, 'pg_type'::regclass)),
-	found(relation, attnum, domain, typ, shown, def) AS (
-		SELECT ad.adrelid, ad.adnum, NULL::oid, a.atttypid, format_type(a.atttypid, a.atttypmod),
-			   pg_get_expr(ad.adbin, ad.adrelid)
-		FROM uses u JOIN pg_attrdef ad ON ad.oid = u.objid
-			 JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-		WHERE u.classid = 'pg_attrdef'::regclass AND NOT a.attisdropped
-		UNION ALL
-		SELECT NULL, NULL, t.oid, t.oid, format_type(t.typbasetype, t.typtypmod), pg_get_expr(t.typdefaultbin, 0)
-		FROM uses u JOIN pg_type t ON t.oid = u.objid
-		WHERE u.classid = 'pg_type'::regclass AND t.typtype = 'd'),
-	base(typ, base) AS (
-		SELECT typ, typ FROM found
-		UNION
-		SELECT b.typ, t.typbasetype FROM base b JOIN pg_type t ON t.oid = b.base
-		WHERE t.typtype = 'd')
-SELECT f.relation::regclass, a.attname, f.domain::regtype, f.shown, f.def
-FROM found f LEFT JOIN pg_attribute a ON a.attrelid = f.relation AND a.attnum = f.attnum
-WHERE EXISTS (SELECT FROM base b WHERE b.typ = f.typ AND b.base IN ('int2'::regtype, 'int4'::regtype))
-ORDER BY f.relation, f.attnum, f.domain
+SELECT f.relation, a.attname, f.domain, f.data_type, pg_catalog.pg_get_expr(f.expr, coalesce(f.relation, 0))
+FROM snowflake.snowflake_narrow_defaults_among(NULL, NULL) f
+	 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = f.relation AND a.attnum = f.attnum
 $$;
 
 COMMENT ON FUNCTION snowflake.snowflake_narrow_defaults() IS
-'columns and domains narrower than bigint whose default generates snowflake IDs (or DecimalIds, node-partitioned IDs): each fails on its first insert';
+'columns and domains of a type that holds no bigint exactly (narrower than bigint, floating point) whose default generates snowflake IDs (or DecimalIds, node-partitioned IDs): each fails on its first insert, or rounds the IDs';
 
+-- It runs as the extension's owner (a superuser), so that a role without
+-- USAGE on the extension's schema runs its commands as before.  That is
+-- safe: it reads catalogs and raises, calls nothing a user chose (a
+-- default is deparsed, never run), and names everything by schema with
+-- search_path pinned, so no role below superuser can put an object of its
+-- own in the way.
 CREATE FUNCTION snowflake.snowflake_narrow_defaults_check()
 RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	objs oid[] := ARRAY(SELECT c.objid FROM pg_event_trigger_ddl_commands() c);
-	loading boolean := current_setting('check_function_bodies') = 'off';
+	rels oid[];
+	doms oid[];
+	loading boolean := pg_catalog.current_setting('check_function_bodies') = 'off';
 	n record;
+	def text;
 BEGIN
+	-- only what this command made or changed
+	SELECT coalesce(pg_catalog.array_agg(c.objid) FILTER (WHERE c.classid = 'pg_catalog.pg_class'::pg_catalog.regclass), '{}'),
+		   coalesce(pg_catalog.array_agg(c.objid) FILTER (WHERE c.classid = 'pg_catalog.pg_type'::pg_catalog.regclass), '{}')
+	INTO rels, doms
+	FROM pg_catalog.pg_event_trigger_ddl_commands() c;
+	IF rels = '{}' AND doms = '{}' THEN
+		RETURN;
+	END IF;
 	FOR n IN
-		SELECT f.* FROM snowflake.snowflake_narrow_defaults() f
-		WHERE (f.relation = ANY (objs)
-			   AND EXISTS (SELECT FROM pg_attribute a
-						   JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-						   WHERE a.attrelid = f.relation AND a.attname = f.column_name
-							 AND (age(a.xmin) <= 0 OR age(d.xmin) <= 0)))
-		   OR (f.domain = ANY (objs)
-			   AND EXISTS (SELECT FROM pg_type t WHERE t.oid = f.domain AND age(t.xmin) <= 0))
+		SELECT f.*, a.attname
+		FROM snowflake.snowflake_narrow_defaults_among(rels, doms) f
+			 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = f.relation AND a.attnum = f.attnum
+		WHERE f.recent
 	LOOP
+		-- the command holds a lock on each relation named here already
+		def := pg_catalog.pg_get_expr(n.expr, coalesce(n.relation, 0));
 		IF n.domain IS NULL AND loading THEN
 			RAISE WARNING 'column "%" of relation % is of type %, too narrow for snowflake IDs',
-				n.column_name, n.relation, n.data_type
-				USING DETAIL = format('Its default %s makes bigint values: its first insert will fail.', n.column_default),
-					  HINT = format('Widen it: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', n.relation, n.column_name);
+				n.attname, n.relation, n.data_type
+				USING DETAIL = CASE WHEN n.rounds
+							   THEN pg_catalog.format('Its default %s makes bigint values, which that type rounds: different IDs will be stored as one.', def)
+							   ELSE pg_catalog.format('Its default %s makes bigint values: its first insert will fail.', def) END,
+					  HINT = pg_catalog.format('Widen it: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', n.relation, n.attname);
 		ELSIF n.domain IS NULL THEN
 			RAISE EXCEPTION 'column "%" of relation % is of type %, too narrow for snowflake IDs',
-				n.column_name, n.relation, n.data_type
+				n.attname, n.relation, n.data_type
 				USING ERRCODE = 'datatype_mismatch',
-					  DETAIL = format('Its default %s makes bigint values: its first insert would fail.', n.column_default),
+					  DETAIL = CASE WHEN n.rounds
+							   THEN pg_catalog.format('Its default %s makes bigint values, which that type rounds: different IDs would be stored as one.', def)
+							   ELSE pg_catalog.format('Its default %s makes bigint values: its first insert would fail.', def) END,
 					  HINT = 'Use bigint for the column (for an existing one, ALTER TABLE ... ALTER COLUMN ... TYPE bigint before the default).';
 		ELSIF loading THEN
 			RAISE WARNING 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
-				USING DETAIL = format('Its default %s makes bigint values: the first insert that uses it will fail.', n.column_default),
+				USING DETAIL = CASE WHEN n.rounds
+							   THEN pg_catalog.format('Its default %s makes bigint values, which that type rounds: different IDs will be stored as one.', def)
+							   ELSE pg_catalog.format('Its default %s makes bigint values: the first insert that uses it will fail.', def) END,
 					  HINT = 'Use bigint as the domain''s type.';
 		ELSE
 			RAISE EXCEPTION 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
 				USING ERRCODE = 'datatype_mismatch',
-					  DETAIL = format('Its default %s makes bigint values: the first insert that uses it would fail.', n.column_default),
+					  DETAIL = CASE WHEN n.rounds
+							   THEN pg_catalog.format('Its default %s makes bigint values, which that type rounds: different IDs would be stored as one.', def)
+							   ELSE pg_catalog.format('Its default %s makes bigint values: the first insert that uses it would fail.', def) END,
 					  HINT = 'Use bigint as the domain''s type.';
 		END IF;
 	END LOOP;
 END $$;
 
 COMMENT ON FUNCTION snowflake.snowflake_narrow_defaults_check() IS
-'event trigger: refuses a default that generates snowflake IDs on a column or domain narrower than bigint (a warning while a dump is loaded)';
+'event trigger: refuses a default that generates snowflake IDs on a column or domain of a type that holds no bigint exactly (a warning while a dump is loaded)';
 
 CREATE EVENT TRIGGER snowflake_narrow_defaults_check ON ddl_command_end
 WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
@@ -555,7 +617,7 @@ WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREI
 EXECUTE FUNCTION snowflake.snowflake_narrow_defaults_check();
 
 COMMENT ON EVENT TRIGGER snowflake_narrow_defaults_check IS
-'refuses a default that generates snowflake IDs on a column or domain narrower than bigint';
+'refuses a default that generates snowflake IDs on a column or domain of a type that holds no bigint exactly';
 
 -- defaults declared before 1.2 refused them: said once, here
 DO $$

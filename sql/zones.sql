@@ -81,6 +81,12 @@ SELECT snowflake_timestamp(1, 'shardingsphere@America/St_Johns@2026-02-30');
 SELECT snowflake_timestamp(1, 'shardingsphere@America/St_Johns@2026-7-1');
 SELECT snowflake_timestamp(1, 'shardingsphere@America/St_Johns@2026-07-01@x');
 SELECT snowflake_timestamp(1, 'shardingsphere@Pacific/Chatham@2016-10-31');
+-- nor after the layout's end of life, in a zone or at a fixed offset
+SELECT snowflake_timestamp(1, 'shardingsphere@Asia/Shanghai@2099-01-01');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_timestamp(1, 'shardingsphere@+08:00@2086-07-09');
+-- its last day is one
+SELECT snowflake_timestamp(1, 'shardingsphere@+08:00@2086-07-08') = snowflake_timestamp(1, 'shardingsphere@+08:00@2026-07-01') AS same_epoch;
 SELECT snowflake_timestamp(1, 'shardingsphere@@2026-07-01');
 SELECT snowflake_timestamp(1, 'shardingsphere@Mars/Olympus@2026-07-01');
 SELECT snowflake_timestamp(1, 'shardingsphere');

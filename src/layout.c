@@ -426,7 +426,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 	char		zone[NAMEDATALEN];
 	struct pg_tm start;
 	int64		epoch_ms;
-	int			minutes;
+	int			minutes = 0;
 
 	*why = buf;
 	*l = *layout_find("shardingsphere");
@@ -541,7 +541,33 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 	l->name = l->name_buf;
 	l->epoch_ms = epoch_ms;
 	l->description = "ShardingSphere's layout for a JVM in a named time zone: 1 ms ticks since local midnight of 2016-11-01 there";
-	return layout_finish(l, why);
+	if (!layout_finish(l, why))
+		return false;
+
+	/*
+	 * A JVM started after the layout's last tick makes no ID: the day, from
+	 * its local midnight, must begin before the end of life.
+	 */
+	if (at != NULL)
+	{
+		int64		end_ms = l->epoch_ms + (layout_max_tick(l) + 1) * l->tick_ms;
+		int64		day_ms = (int64) (date2j(start.tm_year, start.tm_mon, start.tm_mday) -
+									  UNIX_EPOCH_JDATE) * 86400000 - (int64) minutes * 60000;
+		int			y,
+					m,
+					d;
+
+		if (day_ms >= end_ms)
+		{
+			j2date((int) (end_ms / 86400000) + UNIX_EPOCH_JDATE, &y, &m, &d);
+			*why = buf;
+			snprintf(buf, sizeof(buf),
+					 "No ShardingSphere generator makes IDs after its layout's end of life, %04d-%02d-%02d (UTC); %s is later.",
+					 y, m, d, at + 1);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* Whether a name is one that layout_from_name() reads. */

@@ -78,7 +78,31 @@ my $members = q{
 	FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
 	WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
 	  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake') AND d.deptype = 'e'};
-is(super('victim', "SELECT count(*) $members AND p.prosecdef"), '0', 'no SECURITY DEFINER function');
+is(super('victim', "SELECT string_agg(p.pronamespace::regnamespace || '.' || p.proname, ', ') $members AND p.prosecdef"),
+	'snowflake.snowflake_narrow_defaults_check', 'one SECURITY DEFINER function, the event trigger\'s');
+is(super('victim', q{SELECT r.rolsuper FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
+	WHERE p.oid = 'snowflake.snowflake_narrow_defaults_check()'::regprocedure}),
+	't', '... which a superuser owns');
+
+# That function runs as its owner at the end of every role's CREATE or
+# ALTER TABLE: a function a role puts before pg_catalog in its search_path
+# is never called by it (it would run as the superuser).
+($ok, $out, $err) = as_role('bob', 'victim', q{
+	CREATE SCHEMA bobs;
+	CREATE FUNCTION bobs.age(xid) RETURNS integer LANGUAGE plpgsql
+		AS $$BEGIN RAISE EXCEPTION 'bobs.age run by %', current_user; END$$;
+	CREATE FUNCTION bobs.format_type(oid, integer) RETURNS text LANGUAGE plpgsql
+		AS $$BEGIN RAISE EXCEPTION 'bobs.format_type run by %', current_user; END$$;
+	SET search_path = bobs, pg_catalog;
+	SELECT age('1'::xid);});
+like($err, qr/bobs.age run by bob/, 'a role can shadow age() for itself');
+($ok, $out, $err) = as_role('bob', 'victim', q{
+	SET search_path = bobs, pg_catalog;
+	CREATE TABLE bobs.t (id bigint DEFAULT snowflake.snowflake_nextval(), n integer);
+	ALTER TABLE bobs.t ALTER COLUMN n SET DEFAULT snowflake.snowflake_nextval();});
+like($err, qr/too narrow for snowflake IDs/, 'the trigger ran');
+unlike($err, qr/run by/, '... and called none of that role\'s functions');
+as_role('bob', 'victim', 'DROP SCHEMA bobs CASCADE');
 is(super('victim', "SELECT count(*) $members AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'plpgsql') AND p.proconfig = '{\"search_path=pg_catalog, pg_temp\"}'"),
 	super('victim', "SELECT count(*) $members AND p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'plpgsql')"),
 	'every plpgsql function pins search_path');

@@ -7,7 +7,8 @@
 # never stops PostgreSQL's own machinery: a dump of a schema that has one
 # (made while 1.1 was installed, or loaded so) restores, with pg_restore
 # and with psql, and pg_upgrade carries it over; the update from 1.1 says
-# which it found.
+# which it found, and commands on that table that leave its default alone
+# go on.
 use strict;
 use warnings;
 use File::Basename qw(dirname);
@@ -111,6 +112,18 @@ my ($ret, $out, $err) = $node->psql('old', 'ALTER EXTENSION snowflake UPDATE');
 is($ret, 0, 'the update from 1.1 goes on');
 like($err, qr/WARNING:  column "id" of relation public.legacy is of type integer, too narrow for snowflake IDs/,
 	'... and names the column too narrow');
+# Later commands on that table that leave its default alone go on, also
+# those that change the column otherwise; a default written again does not.
+($ret, $out, $err) = $node->psql('old', q{
+	ALTER TABLE legacy ALTER COLUMN id SET STATISTICS 200;
+	ALTER TABLE legacy RENAME COLUMN id TO key;
+	ALTER TABLE legacy ADD COLUMN note text;}, on_error_stop => 1);
+is($ret, 0, 'the table the update found narrow takes other commands');
+is($err, '', '... without a word');
+($ret, $out, $err) = $node->psql('old',
+	'ALTER TABLE legacy ALTER COLUMN key SET DEFAULT snowflake.snowflake_nextval()');
+like($err, qr/ERROR:  column "key" of relation public.legacy is of type integer, too narrow for snowflake IDs/,
+	'... but not its default written again');
 $node->stop;
 
 # 5. pg_upgrade carries such a schema over.
