@@ -18,7 +18,7 @@ BASE=${SNOWFLAKE_CHROOT_BASE:-/var/tmp}
 ROOT=$BASE/snowflake-chroot-$V
 
 if [ "$(id -u)" != 0 ]; then
-	exec sudo --preserve-env=CI,PROVE_TESTS,SUITE_SCRIPT,QUICK,BENCH_OUT,MESH_SECONDS,MESH_SEED,MESH_STEPS,TORTURE_SEEDS,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE,SNOWFLAKE_SHARED bash "$0" "$@"
+	exec sudo --preserve-env=CI,PROVE_TESTS,SUITE_SCRIPT,QUICK,BENCH_OUT,MESH_SECONDS,MESH_SEED,MESH_STEPS,TORTURE_SEEDS,TORTURE_STEPS,TORTURE_FIRST_SEED,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE,SNOWFLAKE_SHARED bash "$0" "$@"
 fi
 
 not_built() {
@@ -225,7 +225,8 @@ chroot "$ROOT" /usr/bin/env -i \
 	PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 	HOME=/root LANG=C.UTF-8 CI="${CI:-}" PROVE_TESTS="${PROVE_TESTS:-}" \
 	MESH_SECONDS="${MESH_SECONDS:-}" MESH_SEED="${MESH_SEED:-}" MESH_STEPS="${MESH_STEPS:-}" \
-	TORTURE_SEEDS="${TORTURE_SEEDS:-}" \
+	TORTURE_SEEDS="${TORTURE_SEEDS:-}" TORTURE_STEPS="${TORTURE_STEPS:-}" \
+	TORTURE_FIRST_SEED="${TORTURE_FIRST_SEED:-}" \
 	QUICK="${QUICK:-}" BENCH_OUT="${BENCH_OUT:-}" PG_MAJOR="$V" SUITE_HOST_ROOT="$ROOT" \
 	bash "/build/snowflake/${SUITE_SCRIPT:-test/suite.sh}" </dev/null || rc=$?
 echo "PostgreSQL $V: suite ran in $(($(date +%s) - t1)) s"

@@ -27,8 +27,8 @@ use Time::HiRes qw(time);
 use SnowflakeTorture;
 
 my $seeds = ($ENV{TORTURE_SEEDS} // '') ne '' ? $ENV{TORTURE_SEEDS} : 4;
-my $steps = $ENV{TORTURE_STEPS} // 40;
-my $first = $ENV{TORTURE_FIRST_SEED} // 1;
+my $steps = ($ENV{TORTURE_STEPS} // '') ne '' ? $ENV{TORTURE_STEPS} : 40;
+my $first = ($ENV{TORTURE_FIRST_SEED} // '') ne '' ? $ENV{TORTURE_FIRST_SEED} : 1;
 my $dir = PostgreSQL::Test::Utils::tempdir('torture');
 my %total = (histories => 0, ops => 0, faults => 0, ids => 0, violations => 0,
 	allowed => 0, unjustified => 0, releases => 0);
