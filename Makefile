@@ -32,7 +32,7 @@ DATA = sql/snowflake--1.0.sql \
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
-REGRESS = generate block decode range settings markings status layouts zones schemes convert
+REGRESS = generate block decode range settings markings status layouts zones schemes convert mesh
 REGRESS_OPTS = --inputdir=.
 
 PG_CPPFLAGS = -I$(srcdir)/src

@@ -53,7 +53,7 @@ sub wid { return $_[0]->name =~ s/\D//gr; }
 sub mesh
 {
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'bash', $script, '--timeout', $timeout, @_ ], '>', \$out, '2>', \$err);
+	IPC::Run::run([ $^X, $script, '--timeout', $timeout, @_ ], '>', \$out, '2>', \$err);
 	return ($? >> 8, $out, $err);
 }
 
@@ -62,7 +62,7 @@ sub mesh
 sub mesh_start
 {
 	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start([ 'setsid', 'bash', $script, '--timeout', $timeout, @_ ],
+	my $h = IPC::Run::start([ 'setsid', $^X, $script, '--timeout', $timeout, @_ ],
 		'>', \$out, '2>', \$err);
 	return { h => $h, out => \$out, err => \$err };
 }

@@ -56,14 +56,14 @@ sub w { return $_[0]->name =~ s/\D//gr; }
 sub mesh
 {
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'bash', $mesh_script, '--timeout', '120', @_ ], '>', \$out, '2>', \$err);
+	IPC::Run::run([ $^X, $mesh_script, '--timeout', '120', @_ ], '>', \$out, '2>', \$err);
 	return ($? >> 8, $out, $err);
 }
 
 sub mesh_start
 {
 	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start([ 'setsid', 'bash', $mesh_script, '--timeout', '120', @_ ],
+	my $h = IPC::Run::start([ 'setsid', $^X, $mesh_script, '--timeout', '120', @_ ],
 		'>', \$out, '2>', \$err);
 	return { h => $h, out => \$out, err => \$err };
 }
@@ -276,7 +276,7 @@ while (++$step <= $steps && time - $started < $budget)
 		my $r = mesh_start('join', conn($new), map { conn($_) } @m);
 		my $deadline = time + 60;
 		until (time > $deadline || !$r->{h}->pumpable || $new->safe_psql('postgres',
-			"SELECT count(*) FROM pg_publication WHERE obj_description(oid, 'pg_publication') LIKE 'snowflake-mesh lock:%'") > 0)
+			"SELECT count(*) FROM snowflake.snowflake_mesh_changes") > 0)
 		{
 			usleep(100_000);
 		}
