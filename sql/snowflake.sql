@@ -582,19 +582,31 @@ COMMENT ON TABLE snowflake_mesh_changes IS
 'the change of the mesh under way on this node, or left unfinished, by publication';
 
 -- this node's worker id, once the mesh's name is one the mesh's object
--- names have room for
+-- names have room for.  A node held back from generating (a copy, a claim
+-- of another system) is still the node of the worker id it is set to:
+-- its state must be read, and its subscriptions taken back.
 CREATE FUNCTION snowflake_mesh_node(publication name)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	w integer;
 BEGIN
 	IF publication !~ '^[a-z_][a-z0-9_]{0,39}$' THEN
 		RAISE EXCEPTION 'invalid mesh publication name "%"', publication
 			USING ERRCODE = 'invalid_name',
 				  DETAIL = 'A mesh''s publication has a plain lower-case name of at most 40 characters.';
 	END IF;
-	RETURN @extschema@.snowflake_worker_id();
+	BEGIN
+		RETURN @extschema@.snowflake_worker_id();
+	EXCEPTION WHEN object_not_in_prerequisite_state THEN
+		w := current_setting('snowflake.worker_id', true)::integer;
+		IF w IS NULL OR w < 0 OR pg_is_in_recovery() THEN
+			RAISE;
+		END IF;
+		RETURN w;
+	END;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_node(name) IS
@@ -1286,22 +1298,30 @@ REVOKE ALL ON FUNCTION snowflake_mesh_missing(name) FROM PUBLIC;
 -- subscription, slot, published table, subscribed table, claim, change
 -- of the mesh and leftover hold, and one row per fault found here, with
 -- its class: lost (changes skipped, a slot that can no longer feed its
--- subscriber), failing (replication stopped, erring or behind by more
--- than max_lag) or shape (the mesh's objects or records are not as a
--- mesh's are).  What only a comparison across the nodes shows, the
--- helper compares.
+-- subscriber), failing (replication stopped or erring) or shape (the
+-- mesh's objects or records are not as a mesh's are).  What only a
+-- comparison across the nodes shows, and how far behind a subscriber is,
+-- the helper finds.
 --
-CREATE FUNCTION snowflake_mesh_state(max_lag interval DEFAULT '10 s', publication name DEFAULT 'snowflake_mesh')
+CREATE FUNCTION snowflake_mesh_state(publication name DEFAULT 'snowflake_mesh')
 RETURNS TABLE (kind text, name text, detail text, class text)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	me integer := @extschema@.snowflake_mesh_node(publication);
+	me integer;
+	refusal text;
 	db oid := (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
 	r record;
 	c @extschema@.snowflake_mesh_changes;
 BEGIN
+	me := @extschema@.snowflake_mesh_node(publication);
+	BEGIN
+		PERFORM @extschema@.snowflake_worker_id();
+	EXCEPTION WHEN object_not_in_prerequisite_state THEN
+		GET STACKED DIAGNOSTICS refusal = MESSAGE_TEXT;
+		RETURN QUERY SELECT 'fault', 'node', 'refuses to generate IDs: ' || refusal, 'shape';
+	END;
 	PERFORM pg_stat_clear_snapshot();
 	FOR r IN
 		SELECT s.oid, s.subname, s.subenabled,
@@ -1364,25 +1384,20 @@ BEGIN
 	FOR r IN
 		SELECT s.slot_name, s.active,
 			   coalesce(s.wal_status, '') = 'lost' OR coalesce(to_jsonb(s) ->> 'invalidation_reason', '') <> '' AS invalidated,
-			   pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint AS behind,
-			   (SELECT greatest(w.write_lag, w.flush_lag, w.replay_lag) FROM pg_stat_replication w
-				WHERE w.pid = s.active_pid) AS lag
+			   pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint AS behind
 		FROM pg_replication_slots s
 		WHERE s.datoid = db AND s.slot_name ~ ('^' || publication || '_w' || me || '_to_w[0-9]+$')
 		ORDER BY s.slot_name
 	LOOP
 		RETURN QUERY SELECT 'slot', r.slot_name::text,
-			format('%s, %s, %s bytes behind, lag %s', CASE WHEN r.active THEN 'active' ELSE 'inactive' END,
-				   CASE WHEN r.invalidated THEN 'invalidated' ELSE 'valid' END, r.behind, coalesce(r.lag::text, '-')),
+			format('%s, %s, %s bytes behind', CASE WHEN r.active THEN 'active' ELSE 'inactive' END,
+				   CASE WHEN r.invalidated THEN 'invalidated' ELSE 'valid' END, r.behind),
 			NULL::text;
 		IF r.invalidated THEN
 			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name,
 				'is invalidated: its subscriber can no longer get the rows; that node must leave and join again', 'lost';
 		ELSIF NOT r.active THEN
 			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name, 'is inactive', 'failing';
-		ELSIF r.lag > max_lag THEN
-			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name,
-				format('is %s behind, more than %s', r.lag, max_lag), 'failing';
 		END IF;
 	END LOOP;
 
@@ -1395,8 +1410,16 @@ BEGIN
 	RETURN QUERY SELECT 'hint', 'publication ' || p.pubname,
 		format('publishes TRUNCATE; ALTER PUBLICATION %I SET (publish = ''insert, update, delete'')', p.pubname), NULL::text
 		FROM pg_publication p WHERE p.pubname = publication AND p.pubtruncate;
-	RETURN QUERY SELECT 'published', publication::text, format('%I.%I', t.schemaname, t.tablename), NULL::text
-		FROM pg_publication_tables t WHERE t.pubname = publication ORDER BY 3;
+	-- from the catalogs, not pg_publication_tables, which locks each
+	-- table: a table locked by a session must not stop status
+	RETURN QUERY SELECT 'published', publication::text, format('%I.%I', n.nspname, t.relname), NULL::text
+		FROM pg_publication p JOIN pg_class t ON t.relkind IN ('r', 'p')
+		JOIN pg_namespace n ON n.oid = t.relnamespace
+		WHERE p.pubname = publication
+		  AND (p.puballtables AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+			   OR EXISTS (SELECT FROM pg_publication_rel pr WHERE pr.prpubid = p.oid AND pr.prrelid = t.oid)
+			   OR EXISTS (SELECT FROM pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND pn.pnnspid = n.oid))
+		ORDER BY 3;
 	RETURN QUERY SELECT 'claim', w.worker_id::text, w.system_identifier::text, NULL::text
 		FROM @extschema@.snowflake_workers w ORDER BY w.worker_id;
 
@@ -1419,10 +1442,10 @@ BEGIN
 	END IF;
 END $$;
 
-COMMENT ON FUNCTION snowflake_mesh_state(interval, name) IS
+COMMENT ON FUNCTION snowflake_mesh_state(name) IS
 'this node''s part of the mesh: subscriptions, slots, tables, claims, changes, and the faults found here';
 
-REVOKE ALL ON FUNCTION snowflake_mesh_state(interval, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
 
 --
 -- Last, the schema the extension ended up in, by OID: it was checked by

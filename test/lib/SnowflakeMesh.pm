@@ -138,16 +138,18 @@ sub converged
 }
 
 # writer_start(NODE, %OPTS): a session on NODE that, until writers_stop,
-# every PERIOD seconds (0.05) commits one transaction: an insert of its
-# own row, an update of the row it inserted before, and, if PART is
-# [MOD, REM], a change of a row made before (k % MOD = REM, a different
-# one each time): every DELETE_EVERY-th (4) time it deletes it, else it
-# updates it.  Two writers given disjoint parts never change one row, so
-# every node must end with the same rows.
+# every PERIOD seconds (0.05) commits one transaction on TABLE (events):
+# an insert of its own row (payload: 'load' and the time the insert
+# began, in seconds since 1970), an update of the row it inserted before, and,
+# if PART is [MOD, REM], a change of a row made before (k % MOD = REM, a
+# different one each time): every DELETE_EVERY-th (4) time it deletes it,
+# else it updates it.  Two writers given disjoint parts never change one
+# row, so every node must end with the same rows.
 sub writer_start
 {
 	my ($n, %o) = @_;
 	my $w = wid($n);
+	my $t = $o{table} // 'events';
 	my ($mod, $rem) = @{ $o{part} // [ 0, 0 ] };
 	my $period = $o{period} // 0.05;
 	my $every = $o{delete_every} // 4;
@@ -162,15 +164,16 @@ DECLARE
 BEGIN
 	WHILE NOT (SELECT stop FROM mesh_load_ctl) LOOP
 		i := i + 1;
-		UPDATE events SET n = n + 1 WHERE id = mine;
-		INSERT INTO events (node, payload) VALUES ($w, 'load') RETURNING id INTO mine;
+		UPDATE $t SET n = n + 1 WHERE id = mine;
+		INSERT INTO $t (node, payload) VALUES ($w, 'load ' || extract(epoch FROM clock_timestamp()))
+		RETURNING id INTO mine;
 		IF $mod > 0 THEN
 			k_i := $rem + $mod * (i % ($rows / $mod));
 			IF k_i BETWEEN 1 AND $rows THEN
 				IF i % $every = 0 THEN
-					DELETE FROM events WHERE k = k_i;
+					DELETE FROM $t WHERE k = k_i;
 				ELSE
-					UPDATE events SET n = n + 1, payload = 'w$w i' || i WHERE k = k_i;
+					UPDATE $t SET n = n + 1, payload = 'w$w i' || i WHERE k = k_i;
 				END IF;
 			END IF;
 		END IF;
@@ -182,7 +185,7 @@ END \$\$};
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', conn($n), '-c', $do ],
 		'>', \$out, '2>', \$err);
-	return { h => $h, out => \$out, err => \$err, node => $n, w => $w };
+	return { h => $h, out => \$out, err => \$err, node => $n, w => $w, table => $t };
 }
 
 # writers_stop(WRITERS): stops them; '' if each ran without an error, or
@@ -190,7 +193,8 @@ END \$\$};
 sub writers_stop
 {
 	my (@writers) = @_;
-	$_->{node}->safe_psql('postgres', 'UPDATE mesh_load_ctl SET stop = true') for @writers;
+	my %nodes = map { $_->{node}->name => $_->{node} } @writers;
+	$_->safe_psql('postgres', 'UPDATE mesh_load_ctl SET stop = true') for values %nodes;
 	my ($errors, %done) = ('');
 	for my $r (@writers)
 	{
