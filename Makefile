@@ -15,7 +15,7 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o
+	src/identity.o src/node.o
 # The current version's full install script is built from sql/snowflake.sql
 # (its one source); the released 1.0 script and every update script are
 # installed as they are, named one by one (a wildcard misses them in the
@@ -32,8 +32,12 @@ DATA = sql/snowflake--1.0.sql \
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
-REGRESS = generate block decode range settings markings status layouts zones schemes convert mesh
+REGRESS = generate block decode range settings markings status layouts zones schemes convert defaults mesh
 REGRESS_OPTS = --inputdir=.
+# pg_isolation_regress specs (specs/, output in expected/) on such a server
+# that also allows prepared transactions (max_prepared_transactions > 0)
+ISOLATION = claims confirm confirm_commit repair reload
+ISOLATION_OPTS = --load-extension=snowflake
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -50,7 +54,7 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/state.h src/wal.h \
-	src/identity.h
+	src/identity.h src/node.h
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	@mkdir -p sql

@@ -35,6 +35,22 @@ SELECT count(*) AS orders, bool_and(id > (SELECT max(id) FROM ids)) AS above_ear
 FROM orders;
 SELECT item FROM orders ORDER BY id;
 
+-- snowflake_next_id() is snowflake_nextval() by another name (for tools
+-- that take a default naming nextval for a sequence): the same generator,
+-- marked alike
+CREATE TABLE next_id_orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_next_id(), item text);
+INSERT INTO next_id_orders (item) VALUES ('book'), ('pen');
+SELECT count(*) AS orders, bool_and(id > (SELECT max(id) FROM orders)) AS above_earlier_ids,
+	   bool_and((snowflake_decode(id)).worker_id = 7) AS this_worker
+FROM next_id_orders;
+SELECT snowflake_next_id() = snowflake_currval() AS currval_follows,
+	   snowflake_nextval() > (SELECT max(id) FROM next_id_orders) AS one_generator;
+SELECT a.provolatile = b.provolatile AND a.proparallel = b.proparallel AND a.proisstrict = b.proisstrict
+	   AND a.prosrc = b.prosrc AND a.probin = b.probin AS marked_alike
+FROM pg_proc a, pg_proc b
+WHERE a.oid = 'snowflake.snowflake_next_id()'::regprocedure AND b.oid = 'snowflake.snowflake_nextval()'::regprocedure;
+DROP TABLE next_id_orders;
+
 -- a new session continues above every ID the node issued
 \c
 SELECT snowflake_currval();

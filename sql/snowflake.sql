@@ -62,6 +62,17 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION snowflake_nextval() IS
 'next Snowflake ID of this node: unique across the node, greater than every ID it issued before';
 
+-- snowflake_nextval() by a name without "nextval", for the tools that take
+-- any column default holding that word for a sequence (MikroORM's schema
+-- diff, which then changes the column's type on every run)
+CREATE FUNCTION snowflake_next_id()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_nextval'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION snowflake_next_id() IS
+'snowflake_nextval() by another name, for column defaults of tools that take a default naming nextval for a sequence';
+
 CREATE FUNCTION snowflake_currval()
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_currval'
@@ -178,6 +189,7 @@ COMMENT ON FUNCTION snowflake_layouts() IS
 -- The counters change with every call: VOLATILE.  They live in shared
 -- memory, so any process, a parallel worker too, reads the same values.
 CREATE FUNCTION snowflake_status(
+	OUT state text, OUT reason text,
 	OUT worker_id integer, OUT layout text, OUT last_id bigint,
 	OUT last_id_time timestamptz, OUT ids_issued bigint, OUT waits bigint,
 	OUT clock_back_events bigint, OUT clock_back_max_ms bigint,
@@ -450,31 +462,140 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 'switch a bigserial, nextval() or identity column to DEFAULT snowflake_nextval(), after checking its values';
 
 --
+-- Columns too narrow for the IDs.  An integer or smallint column whose
+-- default generates IDs fails on its first insert ("integer out of
+-- range"); such a default is refused when it is declared, by an event
+-- trigger at the end of the command.  It refuses only what the command
+-- itself wrote (a default, or a column's type, changed in this
+-- transaction), so that other commands on a table made before keep
+-- working, and only a warning while a dump is loaded (check_function_bodies
+-- off, as pg_dump and pg_upgrade set it), so that a restore of such a
+-- schema completes.  The check a user runs lists every one.
+--
+CREATE FUNCTION snowflake_narrow_defaults()
+RETURNS TABLE (relation regclass, column_name name, domain regtype, data_type text, column_default text)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+WITH RECURSIVE
+	generating(oid) AS (
+		SELECT p.oid FROM pg_proc p
+		WHERE p.pronamespace = 'snowflake'::regnamespace
+		  AND p.proname IN ('snowflake_nextval', 'snowflake_next_id', 'snowflake_nextval_block',
+							'snowflake_node_nextval', 'decimal_id_nextval')),
+	uses(classid, objid) AS (
+		SELECT DISTINCT d.classid, d.objid FROM pg_depend d
+		WHERE d.refclassid = 'pg_proc'::regclass AND d.refobjid IN (SELECT oid FROM generating)
+		  AND d.classid IN ('pg_attrdef'::regclass, 'pg_type'::regclass)),
+	found(relation, attnum, domain, typ, shown, def) AS (
+		SELECT ad.adrelid, ad.adnum, NULL::oid, a.atttypid, format_type(a.atttypid, a.atttypmod),
+			   pg_get_expr(ad.adbin, ad.adrelid)
+		FROM uses u JOIN pg_attrdef ad ON ad.oid = u.objid
+			 JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+		WHERE u.classid = 'pg_attrdef'::regclass AND NOT a.attisdropped
+		UNION ALL
+		SELECT NULL, NULL, t.oid, t.oid, format_type(t.typbasetype, t.typtypmod), pg_get_expr(t.typdefaultbin, 0)
+		FROM uses u JOIN pg_type t ON t.oid = u.objid
+		WHERE u.classid = 'pg_type'::regclass AND t.typtype = 'd'),
+	base(typ, base) AS (
+		SELECT typ, typ FROM found
+		UNION
+		SELECT b.typ, t.typbasetype FROM base b JOIN pg_type t ON t.oid = b.base
+		WHERE t.typtype = 'd')
+SELECT f.relation::regclass, a.attname, f.domain::regtype, f.shown, f.def
+FROM found f LEFT JOIN pg_attribute a ON a.attrelid = f.relation AND a.attnum = f.attnum
+WHERE EXISTS (SELECT FROM base b WHERE b.typ = f.typ AND b.base IN ('int2'::regtype, 'int4'::regtype))
+ORDER BY f.relation, f.attnum, f.domain
+$$;
+
+COMMENT ON FUNCTION snowflake_narrow_defaults() IS
+'columns and domains narrower than bigint whose default generates snowflake IDs (or DecimalIds, node-partitioned IDs): each fails on its first insert';
+
+CREATE FUNCTION snowflake_narrow_defaults_check()
+RETURNS event_trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	objs oid[] := ARRAY(SELECT c.objid FROM pg_event_trigger_ddl_commands() c);
+	loading boolean := current_setting('check_function_bodies') = 'off';
+	n record;
+BEGIN
+	FOR n IN
+		SELECT f.* FROM snowflake.snowflake_narrow_defaults() f
+		WHERE (f.relation = ANY (objs)
+			   AND EXISTS (SELECT FROM pg_attribute a
+						   JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+						   WHERE a.attrelid = f.relation AND a.attname = f.column_name
+							 AND (age(a.xmin) <= 0 OR age(d.xmin) <= 0)))
+		   OR (f.domain = ANY (objs)
+			   AND EXISTS (SELECT FROM pg_type t WHERE t.oid = f.domain AND age(t.xmin) <= 0))
+	LOOP
+		IF n.domain IS NULL AND loading THEN
+			RAISE WARNING 'column "%" of relation % is of type %, too narrow for snowflake IDs',
+				n.column_name, n.relation, n.data_type
+				USING DETAIL = format('Its default %s makes bigint values: its first insert will fail.', n.column_default),
+					  HINT = format('Widen it: ALTER TABLE %s ALTER COLUMN %I TYPE bigint;', n.relation, n.column_name);
+		ELSIF n.domain IS NULL THEN
+			RAISE EXCEPTION 'column "%" of relation % is of type %, too narrow for snowflake IDs',
+				n.column_name, n.relation, n.data_type
+				USING ERRCODE = 'datatype_mismatch',
+					  DETAIL = format('Its default %s makes bigint values: its first insert would fail.', n.column_default),
+					  HINT = 'Use bigint for the column (for an existing one, ALTER TABLE ... ALTER COLUMN ... TYPE bigint before the default).';
+		ELSIF loading THEN
+			RAISE WARNING 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
+				USING DETAIL = format('Its default %s makes bigint values: the first insert that uses it will fail.', n.column_default),
+					  HINT = 'Use bigint as the domain''s type.';
+		ELSE
+			RAISE EXCEPTION 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
+				USING ERRCODE = 'datatype_mismatch',
+					  DETAIL = format('Its default %s makes bigint values: the first insert that uses it would fail.', n.column_default),
+					  HINT = 'Use bigint as the domain''s type.';
+		END IF;
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake_narrow_defaults_check() IS
+'event trigger: refuses a default that generates snowflake IDs on a column or domain narrower than bigint (a warning while a dump is loaded)';
+
+CREATE EVENT TRIGGER snowflake_narrow_defaults_check ON ddl_command_end
+WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+			 'ALTER VIEW', 'CREATE DOMAIN', 'ALTER DOMAIN')
+EXECUTE FUNCTION snowflake_narrow_defaults_check();
+
+COMMENT ON EVENT TRIGGER snowflake_narrow_defaults_check IS
+'refuses a default that generates snowflake IDs on a column or domain narrower than bigint';
+
+--
 -- The node's identity: a copy, an upgrade or a restore of a node is held
 -- back until it gets a worker id of its own or is confirmed as that node.
 --
-CREATE FUNCTION snowflake_identity_confirm(above bigint, old_data_directory text)
+CREATE FUNCTION snowflake_identity_confirm(above bigint, old_data_directory text, stopped_at timestamptz)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_identity_confirm'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION snowflake_identity_confirm(bigint, text) IS
+COMMENT ON FUNCTION snowflake_identity_confirm(bigint, text, timestamptz) IS
 'internal: mark this data directory as the node of its worker id, above the given floor';
 
-REVOKE ALL ON FUNCTION snowflake_identity_confirm(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_identity_confirm(bigint, text, timestamptz) FROM PUBLIC;
 
-CREATE FUNCTION snowflake_confirm_node(above bigint DEFAULT NULL, old_data_directory text DEFAULT NULL)
+-- A node that is not the one that issued IDs under its worker id cannot
+-- know how far they went: the confirmation always names a floor.
+CREATE FUNCTION snowflake_confirm_node(above bigint DEFAULT NULL, old_data_directory text DEFAULT NULL,
+									   stopped_at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	floor_id bigint := @extschema@.snowflake_identity_confirm(above, old_data_directory);
+	floor_id bigint := @extschema@.snowflake_identity_confirm(above, old_data_directory, stopped_at);
 BEGIN
-	-- the node's claim follows it to its new system identifier
+	-- the node's claim follows it to its new system identifier (the worker
+	-- id it runs as: released at commit, it refuses until then)
 	UPDATE @extschema@.snowflake_workers
 	SET system_identifier = (SELECT system_identifier FROM pg_control_system())
-	WHERE worker_id = @extschema@.snowflake_worker_id()
+	WHERE worker_id = pg_catalog.current_setting('snowflake.worker_id')::integer
 	  AND system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	-- other systems' claims the table holds (pg_upgrade carried the rows,
 	-- not the node's record of them) are kept, as claims that arrive are
@@ -484,10 +605,10 @@ BEGIN
 	RETURN floor_id;
 END $$;
 
-COMMENT ON FUNCTION snowflake_confirm_node(bigint, text) IS
-'this server is the node of its worker id (restored, upgraded, moved): continue above the given ID or the old data directory''s state, and generate';
+COMMENT ON FUNCTION snowflake_confirm_node(bigint, text, timestamptz) IS
+'this server is the node of its worker id (restored, upgraded, moved): continue above the given ID, the old data directory''s state or every ID up to the time the node stopped, and generate';
 
-REVOKE ALL ON FUNCTION snowflake_confirm_node(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_confirm_node(bigint, text, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION snowflake_identity_installed()
 RETURNS void

@@ -1,26 +1,47 @@
 --
 -- ShardingSphere's layout for a JVM in a named time zone: the epoch is
 -- local midnight of 2016-11-01 in the JVM's default zone, at the offset the
--- zone had that day.  The table of known values is what ShardingSphere's
--- algorithm computes in a JVM (test/shardingsphere/ShardingSphereIds.java);
--- make test checks that it still does.
+-- zone had that day (releases up to 5.3), or at the offset in force when
+-- the JVM started (from 5.4: ZONE@DAY, the day it started).  The table of
+-- known values is what ShardingSphere's algorithm computes in a JVM
+-- (test/shardingsphere/ShardingSphereIds.java); make test checks that it
+-- still does.
 --
 SET timezone = 'UTC';
 
 -- known values: the epoch, and the ID of worker 0, sequence 0 at
 -- 2026-01-01 00:00 UTC, in JVMs in UTC, +8, -4 (daylight saving time on
--- 2016-11-01), +1 (standard time by then), -7, -2, +5:30, +11 and fixed
--- offsets
+-- 2016-11-01), +1 (standard time by then), -7, -2, +5:30, +11, +0
+-- (Casablanca), -2:30, +13:45 and fixed offsets; and in JVMs of 5.4 or
+-- later started in July and November 2025, when St. John's, Chatham, Lord
+-- Howe, Sao Paulo and Casablanca had other offsets than on 2016-11-01
 SELECT zone, snowflake_timestamp(1, 'shardingsphere@' || zone) AS epoch,
 	   (extract(epoch FROM snowflake_timestamp(1, 'shardingsphere@' || zone)) * 1000)::bigint AS epoch_ms,
 	   snowflake_from_timestamp('2026-01-01 00:00:00+00', 'shardingsphere@' || zone) AS id_2026
 FROM (VALUES ('UTC'), ('Asia/Shanghai'), ('America/New_York'), ('Europe/Berlin'),
 			 ('America/Los_Angeles'), ('America/Sao_Paulo'), ('Asia/Kolkata'),
-			 ('Australia/Lord_Howe'), ('+08:00'), ('-04:00'), ('+05:45')) z(zone);
+			 ('Australia/Lord_Howe'), ('Africa/Casablanca'), ('America/St_Johns'),
+			 ('Pacific/Chatham'), ('+08:00'), ('-04:00'), ('+05:45'),
+			 ('America/St_Johns@2025-07-15'), ('America/St_Johns@2025-11-15'),
+			 ('Pacific/Chatham@2025-07-15'), ('Australia/Lord_Howe@2025-07-15'),
+			 ('America/Sao_Paulo@2025-11-15'), ('Africa/Casablanca@2025-11-15'),
+			 ('Asia/Shanghai@2025-07-15')) z(zone);
 
 -- plain "shardingsphere" is a JVM in UTC
 SELECT snowflake_from_timestamp('2026-01-01 00:00:00+00', 'shardingsphere')
 	 = snowflake_from_timestamp('2026-01-01 00:00:00+00', 'shardingsphere@UTC') AS utc;
+
+-- a JVM of 5.4 or later: the layout of the day it started is that fixed
+-- offset's; the day is any day of the season (noon local time decides),
+-- and with a fixed offset it changes nothing
+SELECT name, snowflake_timestamp(1, name) = snowflake_timestamp(1, offset_name) AS same_layout
+FROM (VALUES ('shardingsphere@America/St_Johns@2025-11-15', 'shardingsphere@-03:30'),
+			 ('shardingsphere@America/St_Johns@2025-07-15', 'shardingsphere@-02:30'),
+			 ('shardingsphere@america/st_johns@2025-03-09', 'shardingsphere@-02:30'),
+			 ('shardingsphere@America/New_York@2025-03-08', 'shardingsphere@-05:00'),
+			 ('shardingsphere@Pacific/Chatham@2025-07-15', 'shardingsphere@+12:45'),
+			 ('shardingsphere@Europe/Dublin@2025-01-15', 'shardingsphere@+00:00'),
+			 ('shardingsphere@+08:00@2025-07-15', 'shardingsphere@+08:00')) n(name, offset_name);
 
 -- one ID, three zones: the same bits are eight hours apart between
 -- Shanghai and UTC, and four hours the other way for New York
@@ -53,6 +74,15 @@ SELECT snowflake_timestamp(1, 'shardingsphere@+8:0');
 SELECT snowflake_timestamp(1, 'shardingsphere@localtime');
 SELECT snowflake_timestamp(1, 'shardingsphere@');
 SELECT snowflake_timestamp(1, 'shardingsphere@America/Argentina/ComodRivadavia/' || repeat('x', 20));
+-- and the day a JVM started: not a day of the calendar, not written
+-- YYYY-MM-DD, before the epoch, no zone before it, an unknown zone
+SELECT snowflake_timestamp(1, 'shardingsphere@America/St_Johns@2026-02-30');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_timestamp(1, 'shardingsphere@America/St_Johns@2026-7-1');
+SELECT snowflake_timestamp(1, 'shardingsphere@America/St_Johns@2026-07-01@x');
+SELECT snowflake_timestamp(1, 'shardingsphere@Pacific/Chatham@2016-10-31');
+SELECT snowflake_timestamp(1, 'shardingsphere@@2026-07-01');
+SELECT snowflake_timestamp(1, 'shardingsphere@Mars/Olympus@2026-07-01');
 SELECT snowflake_timestamp(1, 'shardingsphere');
 SELECT snowflake_timestamp(1, 'sharding');
 
@@ -70,6 +100,8 @@ CREATE TABLE jvm_orders (
 	made timestamptz GENERATED ALWAYS AS (snowflake_timestamp(id, 'shardingsphere@Asia/Shanghai')) STORED
 );
 CREATE INDEX ON jvm_orders (snowflake_timestamp(id, 'shardingsphere@Asia/Shanghai'));
+CREATE INDEX ON jvm_orders (snowflake_timestamp(id, 'shardingsphere@America/St_Johns@2025-11-15'));
 INSERT INTO jvm_orders VALUES (1331055398945320985);
 SELECT made FROM jvm_orders WHERE snowflake_timestamp(id, 'shardingsphere@Asia/Shanghai') > '2026-01-01';
+SELECT snowflake_timestamp(id, 'shardingsphere@America/St_Johns@2025-11-15') FROM jvm_orders;
 DROP TABLE jvm_orders;

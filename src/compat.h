@@ -17,6 +17,11 @@
 #include "utils/guc_tables.h"
 #include "utils/wait_event.h"
 
+/* 18 marks functions that do not return with pg_noreturn, before them */
+#ifndef pg_noreturn
+#define pg_noreturn pg_attribute_noreturn()
+#endif
+
 /* 17 replaced PGPROC.pgprocno by ProcNumber and MyProcNumber */
 #if PG_VERSION_NUM < 170000
 #define MyProcNumber	(MyProc ? MyProc->pgprocno : -1)

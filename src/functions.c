@@ -20,6 +20,7 @@
 #include "utils/tuplestore.h"
 
 #include "clock.h"
+#include "node.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -98,7 +99,7 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
 					 errmsg("invalid custom snowflake layout \"%s\"", echo(s)),
 					 errdetail("%s", why),
 					 zone ?
-					 errhint("Name ShardingSphere's layout for a JVM's default time zone as 'shardingsphere@ZONE', with a time zone name such as 'Asia/Shanghai' (pg_timezone_names lists them) or a UTC offset such as '+08:00'.") : 0));
+					 errhint("Name ShardingSphere's layout for a JVM's default time zone as 'shardingsphere@ZONE' (releases up to 5.3) or as 'shardingsphere@ZONE@YYYY-MM-DD' with the day the JVM started (releases from 5.4), ZONE being a time zone name such as 'Asia/Shanghai' (pg_timezone_names lists them) or a UTC offset such as '+08:00'.") : 0));
 		return buf;
 	}
 	if (pg_strcasecmp(s, "custom") == 0)
@@ -118,7 +119,7 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown snowflake layout \"%s\"", echo(s)),
-			 errhint("Known layouts are: %sShardingSphere's for a JVM's time zone, as in 'shardingsphere@Asia/Shanghai', and custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
+			 errhint("Known layouts are: %sShardingSphere's for a JVM's time zone, as in 'shardingsphere@Asia/Shanghai' or 'shardingsphere@Asia/Shanghai@2026-07-01', and custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
 					 names.data)));
 	return NULL;				/* keep the compiler quiet */
 }
@@ -415,14 +416,23 @@ snowflake_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	GeneratorStatus st;
-	Datum		values[14];
-	bool		nulls[14];
+	Datum		values[16];
+	bool		nulls[16];
 	int			i = 0;
+	NodeReason	reason;
+	NodeState	state;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	generator_status(&st);
 	memset(nulls, 0, sizeof(nulls));
+
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	state = node_state(&reason);
+	LWLockRelease(node_shared->lock);
+	values[i++] = CStringGetTextDatum(node_state_name(state));
+	nulls[i] = reason == REASON_NONE;
+	values[i++] = reason == REASON_NONE ? (Datum) 0 : CStringGetTextDatum(node_reason_name(reason));
 
 	nulls[i] = st.worker_id < 0;
 	values[i++] = Int32GetDatum(st.worker_id);
@@ -496,10 +506,13 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 	int64		now_ms;
 	int64		lead_ms;
 	int64		allowed_ms;
+	int64		last;
+	bool		lower;
+	NodeRecord	next;
 
 	(void) generator_require_ready();
 	now_ms = clock_unix_ms();
-	allowed_ms = generator_max_lead_ms();
+	allowed_ms = settings_max_lead_ms();
 	if (!force && above > 0 && above < layout_max_id(l))
 	{
 		int64		tick = layout_tick(l, above);
@@ -520,9 +533,13 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 							   timestamptz_to_str(layout_tick_to_timestamptz(l, tick)), allowed_ms),
 					 errhint("Check the value; to repair to it anyway, add force => true. A forced repair can be undone with another forced one while no ID was issued after it.")));
 	}
-	PG_RETURN_INT64(mark_repair(above, force &&
-								(uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id),
-								false));
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	lower = force && (uint64) above < pg_atomic_read_u64(&snowflake_shared->last_id);
+	last = mark_repair_locked(above, lower, false, &next);
+	mark_repair_save(&next, false, last, lower);
+	LWLockRelease(node_shared->lock);
+	PG_RETURN_INT64(last);
 }
 
 /* snowflake_worker_id(): the worker id in force, or why there is none. */

@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "identity.h"
+#include "node.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -79,7 +80,7 @@ my_slot(void)
 	return &snowflake_shared->slots[i >= 0 && i < snowflake_shared->nslots ? i : 0];
 }
 
-static char *
+static const char *
 unix_ms_to_str(int64 unix_ms)
 {
 	return pstrdup(timestamptz_to_str((unix_ms - PG_EPOCH_UNIX_MS) * 1000));
@@ -218,20 +219,6 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 }
 
 /*
- * How far ahead of the clock the policy lets the node's last ID be and
- * still issue IDs, by running ahead or by a wait.
- */
-int64
-generator_max_lead_ms(void)
-{
-	/* -1 runs ahead as far as the cap, no further */
-	if (snowflake_max_run_ahead_ms < 0)
-		return RUN_AHEAD_CAP_MS;
-	return Max((int64) snowflake_max_run_ahead_ms,
-			   Max((int64) snowflake_max_clock_backward_ms, SNOWFLAKE_WINDOW_MS));
-}
-
-/*
  * The time (Unix ms) an ID carries in the layout the node ran before its
  * last layout change, or -1 if that layout cannot be read now (a plain
  * custom layout, whose settings changed).
@@ -254,82 +241,59 @@ prev_layout_ms(int64 id)
 
 static void
 refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
-	   int64 seen, int64 now, int64 until_ms, bool timed_out)
+	   int64 seen, int64 now, int64 until_ms)
 {
-	const char *waited = timed_out ?
-		" A wait for the clock ran out: the clock did not advance as expected." : "";
-	int64		lead_ms = (last_tick - now) * l->tick_ms;
-
 	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	const char *prev = snowflake_shared->prev_layout;
 
 	/* nothing issued in this layout yet: the state is the old layout's */
-	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
-		last <= snowflake_shared->resumed_from;
+	bool		old_layout = prev[0] != '\0' && last <= snowflake_shared->resumed_from;
 	int64		old_ms = old_layout ? prev_layout_ms(last) : -1;
-
-	/* no setting lets the node run that far ahead of the clock */
-	bool		beyond_cap = lead_ms > RUN_AHEAD_CAP_MS;
+	int64		lead_ms = (last_tick - now) * l->tick_ms;
+	const char *at = unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick));
+	const char *clock = unix_ms_to_str(now_ms);
+	const char *until = unix_ms_to_str(until_ms);
+	const char *ahead = node_num(snowflake_max_run_ahead_ms);
+	RefuseArgs	a = {{node_num(lead_ms)}, {at, clock, until}, {ahead}};
 
 	count(&my_slot()->c.refused);
 
 	/*
-	 * The layout's message when the lead comes from the layout change: read
+	 * The layout's refusal when the lead comes from the layout change: read
 	 * in the old layout, the last ID would have let the node go on (or that
 	 * layout cannot be read, and the clock did not go back); otherwise the
-	 * clock's, a crash's or the old layout's own lead is the cause.
+	 * clock's, a crash's or the old layout's own lead is the cause.  No
+	 * setting lets the node run more than a day ahead of the clock.
 	 */
 	if (old_layout &&
-		(old_ms >= 0 ? old_ms - now_ms <= generator_max_lead_ms() : seen <= now))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
-						l->name, snowflake_shared->prev_layout),
-				 errdetail("The last ID, read in the \"%s\" layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
-						   l->name, unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
-						   unix_ms_to_str(now_ms)),
-				 errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
-						 snowflake_shared->prev_layout)));
+		(old_ms >= 0 ? old_ms - now_ms <= settings_max_lead_ms() : seen <= now))
+	{
+		a = (RefuseArgs) {{l->name, prev}, {at, clock}, {prev}};
+		node_refuse(REASON_LAYOUT_BELOW, &a);
+	}
 	if (seen > now)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("system clock moved backwards by " INT64_FORMAT " ms",
-						(seen - now) * l->tick_ms),
-				 errdetail("The last snowflake ID carries the time %s and the clock reads %s; "
-						   "IDs can be issued again when the clock reaches %s.%s",
-						   unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
-						   unix_ms_to_str(now_ms),
-						   unix_ms_to_str(until_ms), waited),
-				 beyond_cap ?
-				 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail.") :
-				 errhint("snowflake.max_clock_backward_ms (%d ms) limits waiting for the clock and snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of it; raise either to keep generating.",
-						 snowflake_max_clock_backward_ms,
-						 snowflake_max_run_ahead_ms)));
+	{
+		int64		back_ms = (seen - now) * l->tick_ms;
+
+		a = (RefuseArgs) {{node_num(back_ms)}, {at, clock, until},
+		{node_num(snowflake_max_clock_backward_ms), ahead}};
+		if (lead_ms > RUN_AHEAD_CAP_MS)
+			node_refuse(REASON_CLOCK_BACK_FAR, &a);
+		/* no wait the setting allows covers it: only running ahead does */
+		if (back_ms > MAX_CLOCK_BACKWARD_MS)
+		{
+			a.hint[0] = ahead;
+			node_refuse(REASON_CLOCK_BACK_LONG, &a);
+		}
+		node_refuse(REASON_CLOCK_BACK, &a);
+	}
 	/* the lead is only the next tick: a long tick, not a clock problem */
 	if (last_tick <= now)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 n == 1 ?
-				 errmsg("snowflake layout \"%s\" has no ID left in the current tick", l->name) :
-				 errmsg("snowflake layout \"%s\" has fewer than " INT64_FORMAT " IDs left in the current tick for a block",
-						l->name, n),
-				 errdetail("The next tick begins at %s, " INT64_FORMAT " ms from now; a call waits at most %d ms for the clock.",
-						   unix_ms_to_str(until_ms), until_ms - now_ms,
-						   SNOWFLAKE_WINDOW_MS),
-				 errhint("snowflake.max_run_ahead_ms (%d ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
-						 snowflake_max_run_ahead_ms)));
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("snowflake generator is " INT64_FORMAT " ms ahead of the system clock",
-					lead_ms),
-			 errdetail("The last snowflake ID carries the time %s and the clock reads %s; "
-					   "IDs can be issued again when the clock reaches %s.%s",
-					   unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick)),
-					   unix_ms_to_str(now_ms),
-					   unix_ms_to_str(until_ms), waited),
-			 beyond_cap ?
-			 errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or, if that ID was issued under another layout, go back to it.") :
-			 errhint("snowflake.max_run_ahead_ms (%d ms) limits issuing IDs ahead of the clock; raise it to keep generating.",
-					 snowflake_max_run_ahead_ms)));
+	{
+		a = (RefuseArgs) {{l->name, node_num(n)}, {until, node_num(until_ms - now_ms)}, {ahead}};
+		node_refuse(n > 1 ? REASON_BLOCK_TOO_LARGE : REASON_TICK_USED_UP, &a);
+	}
+	node_refuse(lead_ms > RUN_AHEAD_CAP_MS ? REASON_AHEAD_FAR : REASON_AHEAD_OF_CLOCK, &a);
 }
 
 /* Refuse unless this node may generate at all; returns its worker id. */
@@ -339,33 +303,13 @@ generator_require_ready(void)
 	int			worker;
 
 	if (unlikely(snowflake_shared == NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
-				 errdetail("The generator keeps its state in shared memory, which is set up at server start."),
-				 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
-	if (unlikely(!snowflake_shared->usable))
-	{
-		settings_require_usable();
-		/* the only other reason: pg_upgrade's binary-upgrade mode */
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot generate snowflake IDs in binary-upgrade mode"),
-				 errdetail("pg_upgrade runs the server in this mode; the state file is left as it is."),
-				 errhint("Generate IDs once pg_upgrade has finished and the server runs normally.")));
-	}
+		node_refuse(REASON_NOT_PRELOADED, NULL);
+	if (unlikely(node_shared->disabled != REASON_NONE))
+		node_refuse(node_shared->disabled, NULL);
 	if (unlikely(!IsUnderPostmaster))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cannot generate snowflake IDs in single-user mode"),
-				 errdetail("Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode."),
-				 errhint("Start the server normally to generate IDs.")));
+		node_refuse(REASON_SINGLE_USER, NULL);
 	if (unlikely(RecoveryInProgress()))
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot generate snowflake IDs during recovery"),
-				 errdetail("A standby shares the worker id of its primary; IDs it issued would collide."),
-				 errhint("Generate IDs on the primary, or promote this standby first.")));
+		node_refuse(REASON_IN_RECOVERY, NULL);
 	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
 	if (unlikely(worker == WORKER_ID_UNSET))
 	{
@@ -374,11 +318,7 @@ generator_require_ready(void)
 		worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
 	}
 	if (unlikely(worker == WORKER_ID_UNSET))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake.worker_id is not set"),
-				 errdetail("Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs."),
-				 errhint("Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload.")));
+		node_refuse(REASON_NO_WORKER_ID, NULL);
 	return worker;
 }
 
@@ -491,13 +431,13 @@ generate(int64 n)
 					count(&my_slot()->c.waits);
 				}
 				else if (mono > deadline_us)
-					refuse(l, n, last_tick, now_ms, seen, now, until_ms, true);
+					refuse(l, n, last_tick, now_ms, seen, now, until_ms);
 				wait_towards(until_ms);
 				old = pg_atomic_read_u64(&snowflake_shared->last_id);
 				continue;
 			}
 			if (v == REFUSE)
-				refuse(l, n, last_tick, now_ms, seen, now, until_ms, false);
+				refuse(l, n, last_tick, now_ms, seen, now, until_ms);
 		}
 
 		id = layout_compose(l, tick, worker, seq);

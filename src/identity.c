@@ -1,55 +1,37 @@
 /*-------------------------------------------------------------------------
  *
  * identity.c
- *	  The node's identity across its life: whether this data directory may
- *	  go on issuing IDs under the worker id it is configured with, or is a
- *	  copy, an upgrade or a restore of another server's node that must
- *	  first be told what it is.
+ *	  Which node this data directory is: the evidence weighed at every
+ *	  server start, the worker id applied at a reload, other systems' claims
+ *	  of worker ids, a standby's replay of its primary's record, and the
+ *	  operator's confirmation.  Each is an event of node.c's model, made on
+ *	  a copy of the record, made durable, then published.
  *
- * $PGDATA/snowflake.identity (persist.c's format) records the system
- * identifier, the data directory's inode and the worker id in force the
- * last time this data directory ran, whether it is held back and why, and
- * the worker ids that other systems' claims, arriving in
- * snowflake_workers, named.  At server start the postmaster compares it
- * with what it finds:
+ * At server start the postmaster compares the record (node.c) with what it
+ * finds:
  *
- *	- no identity file and no state file: a data directory that never ran
- *	  the library.  It is held back until CREATE EXTENSION runs an install
- *	  script here (a fresh install) or the operator confirms it, as its
- *	  catalog may come from another server (pg_upgrade without the library);
- *	- binary-upgrade mode: pg_upgrade made it; held back until confirmed;
  *	- backup_label or recovery.signal without standby.signal (a base backup
- *	  or a point-in-time restore started as a primary), another inode (a
- *	  copied directory) or another system identifier, under the worker id
- *	  recorded: a copy, held back until it gets a worker id of its own or
- *	  is confirmed as the node it was copied from.  Started with no worker
- *	  id, it is held back under the one recorded; started with settings it
- *	  rejects, it keeps in the file what recovery would use up;
- *	- a worker id that another system claimed: held back until it gets a
- *	  worker id of its own or is confirmed as that system's node.  Only
- *	  superusers change those claims (snowflake_workers_guard()).
+ *	  or a restore started as a primary), another inode of the data
+ *	  directory (copied) or another system identifier, under the worker id
+ *	  recorded: held_copy;
+ *	- neither file: a data directory that never ran the library, held until
+ *	  CREATE EXTENSION runs an install script here (a fresh node) or the
+ *	  operator gives a floor; pg_upgrade's new cluster: held_floor;
+ *	- a file it cannot read: held_file, and the file is left as it is.
  *
  * A standby (standby.signal) is the node it follows: every change of the
  * record on a primary is logged in WAL (wal.c), and so is the record at
- * every start of a primary, and a standby replaying it takes it as its
- * own, so that once promoted it is what its primary was, whenever it was
- * made.  A copy started as a primary ignores the records it replays: it
- * is not the node they describe.
+ * every start of a primary, and a standby replaying it takes it as its own,
+ * so that once promoted it is what its primary was, whenever it was made.
+ * A copy started as a primary ignores the records it replays: it is not
+ * the node they describe.
  *
- * Changes of the record are serialized by a lock and made by backends
- * (CREATE EXTENSION, a confirmation, an arriving claim, the first call
- * after a reload), by the keeper (the worker id read at a reload) and by
- * the startup process of a standby (a replayed record); the postmaster
- * decides at start, alone, and at a reload only publishes the worker id
- * it reads, at once for the whole node, unless the node is held back or
- * another system claimed that worker id.
+ * Held, the node publishes no worker id (mark.c), so the generator's hot
+ * path takes its cold branch for an unset worker id and refuses here;
+ * nothing is added to the path itself.
  *
- * Held back, the node publishes no worker id (mark.c), so the generator's
- * hot path takes its existing cold branch for an unset worker id and
- * refuses here; nothing is added to the path itself.
- *
- * This file uses persist.c, mark.c and wal.c; generator.c, the keeper and
- * module initialization use it.
+ * This file uses node.c, persist.c, mark.c and wal.c; generator.c, the
+ * keeper and module initialization use it.
  *
  *-------------------------------------------------------------------------
  */
@@ -62,6 +44,7 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlogrecovery.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_control.h"
 #include "catalog/pg_type_d.h"
@@ -70,105 +53,30 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "port/atomics.h"
 #include "replication/logicalworker.h"
-#include "storage/lwlock.h"
-#include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
+#include "clock.h"
 #include "identity.h"
+#include "node.h"
 #include "persist.h"
 #include "settings.h"
+#include "snowflake.h"
 #include "state.h"
 #include "wal.h"
 
-#define IDENTITY_FILE	"snowflake.identity"
-
-typedef enum IdentityStatus
-{
-	IDENTITY_OK = 0,
-	IDENTITY_NEW,				/* never ran the library; not installed here */
-	IDENTITY_UPGRADED,			/* made by pg_upgrade */
-	IDENTITY_COPY,				/* a copy of the node of its worker id */
-	IDENTITY_INHERITED			/* another system claimed its worker id */
-} IdentityStatus;
-
-/* why the node is held back: a copy recognized, or a new one's history */
-typedef enum CopyReason
-{
-	COPY_NONE = 0,
-	COPY_BACKUP_LABEL,
-	COPY_RECOVERY_SIGNAL,
-	COPY_OTHER_DIRECTORY,
-	COPY_OTHER_SYSTEM,
-	COPY_FILE_DAMAGED,
-	COPY_FILE_UNREADABLE,		/* the file cannot be read: held, not written */
-	NEW_AS_STANDBY				/* IDENTITY_NEW, started as a standby */
-} CopyReason;
-
-/*
- * Worker ids other systems claimed: below CLAIM_BITS in a bitmap (every
- * worker id of the common layouts), above it in a short list.
- */
-#define CLAIM_BITS		1024
-#define CLAIM_HIGH		16
-
-typedef struct PersistedIdentity
-{
-	uint64		system_identifier;
-	uint64		directory_inode;
-	int32		worker;			/* in force when written; -1 if unset */
-	uint32		status;			/* IdentityStatus */
-	uint32		reason;			/* CopyReason */
-	uint32		nhigh;			/* claims at or above CLAIM_BITS; may exceed
-								 * CLAIM_HIGH */
-	uint64		other_system;	/* the claimant, for the message */
-	uint8		claimed[CLAIM_BITS / 8];
-	int32		high[CLAIM_HIGH];
-} PersistedIdentity;
-
-typedef struct IdentityShared
-{
-	LWLock	   *lock;			/* serializes changes and writes of the file */
-	PersistedIdentity rec;		/* what the file holds */
-	uint64		writes;
-	pg_atomic_uint32 configured;	/* snowflake.worker_id, as last read */
-	pg_atomic_uint32 held;		/* 1 while the node is held back */
-	bool		usable;			/* the settings can be trusted */
-	bool		follows_primary;	/* started as a standby */
-	bool		keep_file;		/* it could not be read: never replace it */
-} IdentityShared;
-
-static IdentityShared *ident = NULL;
-
-/* what a start saw that recovery may use up before a later start */
-typedef struct StartSeen
-{
-	bool		standby;
-	CopyReason	signal;
-} StartSeen;
-
-static void change_file(bool (*change) (PersistedIdentity *r, const void *arg),
-						const void *arg);
-static void change_file_locked(bool (*change) (PersistedIdentity *r, const void *arg),
-							   const void *arg);
-static bool change_replayed(PersistedIdentity *r, const void *arg);
-static bool change_started(PersistedIdentity *r, const void *arg);
+/* the node's part of the record: what a standby takes from its primary */
+#define NODE_PART		offsetof(NodeRecord, system_identifier)
 
 PG_FUNCTION_INFO_V1(snowflake_identity_confirm);
 PG_FUNCTION_INFO_V1(snowflake_identity_installed);
 PG_FUNCTION_INFO_V1(snowflake_identity_claim_seen);
 PG_FUNCTION_INFO_V1(snowflake_workers_guard);
-
-Size
-identity_shmem_size(void)
-{
-	return sizeof(IdentityShared);
-}
 
 static uint64
 system_identifier(void)
@@ -197,9 +105,38 @@ exists(const char *name)
 	return access(name, F_OK) == 0;
 }
 
+static bool
+set(const char *setting)
+{
+	const char *v = GetConfigOption(setting, true, false);
+
+	return v != NULL && v[0] != '\0';
+}
+
+/*
+ * In standby mode, whether the server follows a primary, and so is its
+ * node: not when it recovers to a target (a point-in-time restore may run
+ * in standby mode), nor when its WAL comes only from an archive, which may
+ * lack the last segments its node wrote.  Those are restores.
+ */
+static bool
+follows_primary(void)
+{
+	return set("primary_conninfo") &&
+		!set("recovery_target") && !set("recovery_target_lsn") &&
+		!set("recovery_target_name") && !set("recovery_target_time") &&
+		!set("recovery_target_xid");
+}
+
+static int
+configured_worker(void)
+{
+	return (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+}
+
 /* Did another system claim this worker id? */
 static bool
-claimed(const PersistedIdentity *r, int worker)
+claimed(const NodeRecord *r, int worker)
 {
 	if (worker < 0)
 		return false;
@@ -213,7 +150,7 @@ claimed(const PersistedIdentity *r, int worker)
 }
 
 static void
-add_claim(PersistedIdentity *r, int worker)
+add_claim(NodeRecord *r, int worker)
 {
 	if (worker < 0 || claimed(r, worker))
 		return;
@@ -228,7 +165,7 @@ add_claim(PersistedIdentity *r, int worker)
 }
 
 static void
-drop_claim(PersistedIdentity *r, int worker)
+drop_claim(NodeRecord *r, int worker)
 {
 	if (worker < 0)
 		return;
@@ -240,268 +177,366 @@ drop_claim(PersistedIdentity *r, int worker)
 				r->high[i] = -1;
 }
 
-/*
- * Make a change of the record durable: in the file, and, on a primary
- * that can write WAL, in a record its standbys replay.
- */
-static void
-record_changed(bool log, int elevel)
+/* Did this node give the worker id up for another? */
+static bool
+retired(const NodeRecord *r, int worker)
 {
-	if (!ident->keep_file)
-		(void) persist_write_file(IDENTITY_FILE, &ident->rec, sizeof(ident->rec),
-								  &ident->writes, elevel);
-	if (log)
-		wal_log_identity(&ident->rec, sizeof(ident->rec));
+	for (int i = 0; i < Min(r->nretired, RETIRED_MAX); i++)
+		if (r->retired[i] == worker)
+			return true;
+	return false;
+}
+
+/* The node moves from its worker id to worker: the old one is given up. */
+static void
+move_worker(NodeRecord *r, int worker)
+{
+	int			n = 0;
+	int32		keep[RETIRED_MAX];
+
+	r->flags &= ~RECORD_WORKER_REPLAYED;
+	if (r->worker == worker)
+		return;
+	if (r->worker != WORKER_ID_UNSET)
+		keep[n++] = r->worker;
+	for (int i = 0; i < Min(r->nretired, RETIRED_MAX) && n < RETIRED_MAX; i++)
+		if (r->retired[i] != worker && r->retired[i] != r->worker)
+			keep[n++] = r->retired[i];
+	memcpy(r->retired, keep, n * sizeof(int32));
+	r->nretired = (uint16) n;
+	r->worker = worker;
+}
+
+static void
+hold(NodeRecord *r, NodeReason why)
+{
+	r->state = (uint8) node_reason_state(why);
+	r->reason = (uint8) why;
 }
 
 /*
- * Apply the worker id configured now to the record: a copy or an heir of
- * another system's claim given a worker id of its own is released, a node
- * whose worker id another system claimed is held back, and the worker id
- * in force is recorded, so that a later copy is compared with it.  Then
- * publish the worker id, or none while held back.  With the lock held, or
- * in the postmaster at start; log: this process may write WAL.
+ * Log the record for standbys, unless a file of it could not be read: what
+ * this node knows then says nothing of the node.
+ */
+static void
+log_record(const NodeRecord *r)
+{
+	if (node_shared->file_trouble == REASON_NONE)
+		wal_log_identity(r, sizeof(NodeRecord));
+}
+
+/*
+ * The worker id configured now, applied to a copy of the record: a copy or
+ * a node whose worker id is not its own, given one that is, is released; a
+ * node whose worker id another system claimed is held; a standby promoted
+ * with the worker id its primary gave up is held; and the worker id in
+ * force is recorded, so that a later copy is compared with it.  primary:
+ * this process runs on a primary (the worker id is this node's to apply).
+ */
+static void
+apply_worker(NodeRecord *r, int worker, bool primary)
+{
+	bool		replayed = (r->flags & RECORD_WORKER_REPLAYED) != 0;
+
+	if (worker == WORKER_ID_UNSET)
+		return;
+	if (r->state == NODE_HELD_COPY && worker != r->worker)
+	{
+		/* its source's worker id stays its source's */
+		r->copy_of = r->worker;
+		r->copy_reason = r->reason;
+		r->flags |= RECORD_COPY_OF;
+		hold(r, REASON_NONE);
+	}
+	else if (r->state == NODE_READY && (r->flags & RECORD_COPY_OF) &&
+			 worker == r->copy_of)
+	{
+		/* set back to its source's worker id: a copy again */
+		move_worker(r, worker);
+		hold(r, (NodeReason) r->copy_reason);
+		return;
+	}
+	else if (r->state == NODE_HELD_CLAIMED && !claimed(r, worker) &&
+			 !(replayed && worker != r->worker && retired(r, worker)))
+		hold(r, REASON_NONE);
+	if (r->state == NODE_READY && claimed(r, worker))
+		hold(r, REASON_CLAIMED_ELSEWHERE);
+	else if (r->state == NODE_READY && replayed && worker != r->worker &&
+			 retired(r, worker))
+		hold(r, REASON_WORKER_RETIRED);
+	/* promoted, and not held for it: its worker id is its own from now on */
+	if (primary && r->reason != REASON_WORKER_RETIRED)
+	{
+		r->flags &= ~RECORD_WORKER_REPLAYED;
+		replayed = false;
+	}
+
+	/*
+	 * A copy keeps the worker id it is held under, and a standby its
+	 * primary's, until it is promoted; run with none for a while, a node is
+	 * still that worker id's.
+	 */
+	if (worker != r->worker && r->state != NODE_HELD_COPY &&
+		!(r->state == NODE_HELD_CLAIMED && r->reason == REASON_WORKER_RETIRED) &&
+		(primary || !replayed))
+	{
+		if (r->state == NODE_HELD_CLAIMED)
+			r->other_system = 0;	/* another claimed worker id */
+		move_worker(r, worker);
+	}
+}
+
+/*
+ * Apply the configured worker id: under the lock, on a copy, made durable
+ * (and logged, where this process may write WAL), then published.  A write
+ * that fails leaves the node as it was.
  */
 static void
 settle(bool log, int elevel)
 {
-	PersistedIdentity *r = &ident->rec;
-	int			worker = (int) (int32) pg_atomic_read_u32(&ident->configured);
-	bool		changed = false;
-	bool		held_under;
+	NodeRecord	next = node_shared->rec;
+	int			worker = configured_worker();
+	NodeState	before = (NodeState) next.state;
 
-	if (r->status == IDENTITY_COPY && r->reason != COPY_FILE_UNREADABLE &&
-		worker != WORKER_ID_UNSET && worker != r->worker)
+	apply_worker(&next, worker, log);
+	if (memcmp(&next, &node_shared->rec, sizeof(next)) != 0)
 	{
-		ereport(LOG,
-				(errmsg("snowflake: worker id %d replaces %d, which this server was held back under as a copy; it generates again",
-						worker, r->worker)));
-		r->status = IDENTITY_OK;
-		r->reason = COPY_NONE;
-		changed = true;
+		if (!node_save(&next, SAVE_BOTH, elevel))
+			return;
+		if (log)
+			log_record(&next);
+		if (before != NODE_READY && next.state == NODE_READY)
+			ereport(LOG,
+					(errmsg("snowflake: worker id %d releases this server, which was held back (%s); it generates again",
+							worker, node_reason_name((NodeReason) node_shared->rec.reason))));
+		else if (before == NODE_READY && next.state != NODE_READY)
+			ereport(LOG,
+					(errmsg("snowflake: worker id %d holds this server back (%s); it generates no IDs until it is told which node it is",
+							worker, node_reason_name((NodeReason) next.reason))));
 	}
-	else if (r->status == IDENTITY_INHERITED && worker != WORKER_ID_UNSET &&
-			 !claimed(r, worker))
-	{
-		ereport(LOG,
-				(errmsg("snowflake: worker id %d replaces %d, which another system claimed; it generates again",
-						worker, r->worker)));
-		r->status = IDENTITY_OK;
-		r->other_system = 0;
-		changed = true;
-	}
-	if (r->status == IDENTITY_OK && claimed(r, worker))
-	{
-		ereport(LOG,
-				(errmsg("snowflake: worker id %d was claimed by another system; this server generates no IDs until it is told which node it is",
-						worker)));
-		r->status = IDENTITY_INHERITED;
-		/* the claimant kept is that of the worker id in force then */
-		if (r->worker != worker)
-			r->other_system = 0;
-		changed = true;
-	}
-
-	/*
-	 * The worker id last set is recorded, so that a later copy is compared
-	 * with it: run with none for a while, the node is still that worker id's,
-	 * and so is a copy made meanwhile.  A node held back keeps the one it is
-	 * held back under, whatever worker id it runs with meanwhile.
-	 */
-	held_under = !changed && r->status == IDENTITY_COPY;
-	if (r->worker != worker && worker != WORKER_ID_UNSET && !held_under)
-	{
-		if (r->status == IDENTITY_INHERITED)
-			r->other_system = 0;	/* another claimed worker id */
-		r->worker = worker;
-		changed = true;
-	}
-	if (changed)
-		record_changed(log, elevel);
-	/* pairs with identity_configured(): see there */
-	pg_atomic_write_u32(&ident->held, r->status == IDENTITY_OK ? 0 : 1);
-	pg_memory_barrier();
-	mark_publish_worker(r->status == IDENTITY_OK ? worker : WORKER_ID_UNSET);
+	identity_publish();
 }
 
-/* settle() under the lock, in a process that may write WAL or not */
+/* The worker id in force, or none while held back; with the lock held. */
+void
+identity_publish(void)
+{
+	NodeReason	r;
+	NodeState	s = node_state(&r);
+
+	node_publish();
+	mark_publish_worker(s == NODE_HELD_COPY || s == NODE_HELD_FLOOR ||
+						s == NODE_HELD_CLAIMED || s == NODE_HELD_FILE ?
+						WORKER_ID_UNSET : configured_worker());
+}
+
 static void
 settle_locked(bool log)
 {
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	settle(log, LOG);
-	LWLockRelease(ident->lock);
-}
-
-static bool
-usable(void)
-{
-	return ident != NULL && ident->usable;
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	settle(log, ERROR);
+	LWLockRelease(node_shared->lock);
 }
 
 /*
  * Under pg_upgrade (binary-upgrade mode): is this data directory the new
- * cluster?  One that never ran the library (no file at all), or ran it
- * without ever creating the extension (a file saying so, and a state file
- * that holds no ID), is; the old cluster has its node's files.
+ * cluster?  One that never ran the library (no record at all), or ran it
+ * without ever creating the extension, is; the old cluster has its node's
+ * files.
  */
 static bool
-upgrade_target(MarkResult res, const PersistedIdentity *f, bool state_present)
+upgrade_target(const NodeRecord *r, bool found)
 {
-	if (res == MARK_ABSENT)
-		return !state_present;
-	return res == MARK_OK &&
-		(f->status == IDENTITY_NEW || f->status == IDENTITY_UPGRADED);
+	if (!found)
+		return r->mark_id == 0;
+	return r->state == NODE_HELD_FLOOR &&
+		(r->reason == REASON_NEVER_INSTALLED || r->reason == REASON_UPGRADED);
+}
+
+/* the state file as this start read it, for identity_started() (postmaster) */
+static NodeRecord as_read;
+
+/*
+ * Read the record from the files: the node's part from the one that
+ * changed it last, the mark from snowflake.state.  *found: either held the
+ * node's part.  Sets the start's troubles in node_shared, if given.
+ */
+static void
+read_record(NodeRecord *rec, bool *found, uint64 *swrites, uint64 *iwrites,
+			bool at_start)
+{
+	NodeRecord	s;
+	NodeRecord	i;
+	const char *sproblem = NULL;
+	const char *iproblem = NULL;
+	MarkResult	sres = persist_read_file(SNOWFLAKE_STATE_FILE, &s, sizeof(s),
+										 swrites, &sproblem);
+	MarkResult	ires = persist_read_file(SNOWFLAKE_IDENTITY_FILE, &i, sizeof(i),
+										 iwrites, &iproblem);
+	bool		snode = sres == MARK_OK && (s.flags & RECORD_NODE);
+	bool		inode = ires == MARK_OK && (i.flags & RECORD_NODE);
+
+	memset(rec, 0, sizeof(*rec));
+	/* what the state file holds, for the start to tell whether to write it */
+	if (at_start)
+		as_read = sres == MARK_OK ? s : *rec;
+	if (sres == MARK_OK)
+		*rec = s;
+	else if (inode)
+	{
+		/*
+		 * The mark of the last change of the node: a bound from below, and
+		 * the floor is looked for as without a file, 1.1's origin too.
+		 */
+		*rec = i;
+		rec->flags = (rec->flags | RECORD_FLOOR_PENDING) & ~RECORD_LEGACY_GONE;
+	}
+	/*
+	 * The node's part from the file that changed it last; where one says
+	 * the node is held and the other not (a change whose second write
+	 * failed, or a crash between the two), the hold: a release is made
+	 * durable in both before it counts.
+	 */
+	if (inode && (!snode ||
+				  ((s.state == NODE_READY) == (i.state == NODE_READY) ?
+				   i.changes > s.changes : i.state != NODE_READY)))
+		memcpy((char *) rec + NODE_PART, (char *) &i + NODE_PART,
+			   sizeof(*rec) - NODE_PART);
+	*found = snode || inode;
+
+	if (!at_start)
+		return;
+	if (sres == MARK_UNREADABLE || ires == MARK_UNREADABLE)
+	{
+		const char *file = sres == MARK_UNREADABLE ? SNOWFLAKE_STATE_FILE : SNOWFLAKE_IDENTITY_FILE;
+
+		node_shared->file_trouble = sres == MARK_UNREADABLE ?
+			REASON_STATE_UNREADABLE : REASON_RECORD_UNREADABLE;
+		ereport(WARNING,
+				(errmsg("could not read snowflake file \"%s\": %s", file,
+						sres == MARK_UNREADABLE ? sproblem : iproblem)));
+	}
+	if (sres == MARK_BROKEN)
+	{
+		node_shared->mark_trouble = REASON_STATE_DAMAGED;
+		ereport(WARNING,
+				(errmsg("snowflake state file \"%s\" is damaged: %s",
+						SNOWFLAKE_STATE_FILE, sproblem),
+				 errdetail("The generator refuses to issue IDs until it is repaired with snowflake_repair_state().")));
+	}
+	/* a damaged record of the node, and no other: whatever it was, held */
+	if (ires == MARK_BROKEN && !snode)
+	{
+		*found = true;
+		rec->worker = snowflake_worker_id;
+		hold(rec, REASON_RECORD_DAMAGED);
+	}
 }
 
 /*
- * At server start, with AddinShmemInitLock held, before mark.c has made
- * its state file: tell this data directory's life from the evidence.
+ * At server start, in the postmaster, with AddinShmemInitLock held and
+ * before mark.c reads the mark: tell this data directory's life from the
+ * evidence.  The record is written once mark.c has read the mark.
  */
 void
-identity_shmem_init(void)
+identity_start(void)
 {
+	NodeShared *n = node_shared;
+	NodeRecord *r = &n->rec;
+	bool		standby = exists("standby.signal") && follows_primary();
+	NodeReason	signal = REASON_NONE;
 	bool		found;
-	PersistedIdentity f;
-	PersistedIdentity *r;
-	const char *problem = NULL;
-	bool		standby = exists("standby.signal");
-	CopyReason	signal = COPY_NONE;
-	bool		state_present = exists(SNOWFLAKE_MARK_FILE);
-	MarkResult	res;
+	uint64		sysid = system_identifier();
+	uint64		inode = directory_inode();
 
-	ident = ShmemInitStruct("snowflake identity", sizeof(IdentityShared), &found);
-	if (found)
-		return;
-	ident->lock = &(GetNamedLWLockTranche("snowflake identity"))->lock;
-	ident->writes = 0;
-	pg_atomic_init_u32(&ident->configured, (uint32) snowflake_worker_id);
-	pg_atomic_init_u32(&ident->held, 0);
-	ident->follows_primary = standby;
-	r = &ident->rec;
-	memset(r, 0, sizeof(*r));
-	r->system_identifier = system_identifier();
-	r->directory_inode = directory_inode();
-	r->worker = snowflake_worker_id;
-	r->status = IDENTITY_OK;
+	pg_atomic_init_u32(&n->configured, (uint32) snowflake_worker_id);
+	if (!standby && (exists("recovery.signal") || exists("standby.signal")))
+		signal = REASON_RECOVERY_SIGNAL;
+	else if (!standby && exists("backup_label"))
+		signal = REASON_BACKUP_LABEL;
 
-	if (!standby && exists("backup_label"))
-		signal = COPY_BACKUP_LABEL;
-	else if (!standby && exists("recovery.signal"))
-		signal = COPY_RECOVERY_SIGNAL;
-
-	/* such a node only keeps, for a start that can use them, what it saw */
-	ident->usable = settings_problem() == NULL;
-	if (!ident->usable)
-	{
-		StartSeen	seen = {standby, signal};
-
-		if (IsBinaryUpgrade)
-			identity_upgrade_noticed();
-		else
-			change_file(change_started, &seen);
-		return;
-	}
-
-	res = persist_read_file(IDENTITY_FILE, &f, sizeof(f), &ident->writes, &problem);
-	if (res == MARK_OK && f.status > IDENTITY_INHERITED)
-		res = MARK_BROKEN;
-	if (res == MARK_OK)
-	{
-		/* what other systems claimed stays, whatever else changes */
-		memcpy(r->claimed, f.claimed, sizeof(r->claimed));
-		memcpy(r->high, f.high, sizeof(r->high));
-		r->nhigh = f.nhigh;
-		r->other_system = f.other_system;
-	}
+	read_record(r, &found, &n->state_writes, &n->identity_writes, true);
+	if (settings_problem() != NULL)
+		n->disabled = REASON_SETTINGS_REJECTED;
 	if (IsBinaryUpgrade)
 	{
 		/*
 		 * pg_upgrade starts the old cluster with -b too (its --check as
-		 * well), and its files stay as they are: only a new cluster, which
-		 * never ran the library or ran it without the extension (started
-		 * once to check its settings, say), is made by pg_upgrade.
+		 * well), and its files stay as they are: only a new cluster is
+		 * made by pg_upgrade.
 		 */
-		if (!upgrade_target(res, &f, state_present))
-		{
-			ident->usable = false;
-			return;
-		}
-		r->status = IDENTITY_UPGRADED;
-	}
-	else if (res == MARK_ABSENT)
-	{
-		/* a node of a version before this file keeps its state file */
-		if (!state_present)
-		{
-			r->status = IDENTITY_NEW;
-			/* its primary's records, if it preloads the library, tell it */
-			if (standby)
-				r->reason = NEW_AS_STANDBY;
-		}
-		else if (signal != COPY_NONE && r->worker != WORKER_ID_UNSET)
-		{
-			r->status = IDENTITY_COPY;
-			r->reason = signal;
-		}
-	}
-	else if (res == MARK_UNREADABLE)
-	{
-		/* nothing is known of it: held back, and it is left as it is */
-		r->status = IDENTITY_COPY;
-		r->reason = COPY_FILE_UNREADABLE;
-		ident->keep_file = true;
-		ereport(WARNING,
-				(errmsg("snowflake identity file \"%s\" %s", IDENTITY_FILE, problem)));
-	}
-	else if (res == MARK_BROKEN)
-	{
-		r->status = IDENTITY_COPY;
-		r->reason = COPY_FILE_DAMAGED;
-	}
-	else if (f.status != IDENTITY_OK)
-	{
-		/* held back until resolved, across restarts */
-		r->status = f.status;
-		r->reason = f.reason;
-		if (f.status == IDENTITY_COPY || f.status == IDENTITY_INHERITED)
-			r->worker = f.worker;
-	}
-	else if (!standby && f.worker != WORKER_ID_UNSET &&
-			 (r->worker == f.worker || r->worker == WORKER_ID_UNSET))
-	{
-		/*
-		 * Started with no worker id, a copy is still one: held back under
-		 * the worker id it was copied with, and released by another.
-		 */
-		if (signal == COPY_NONE && f.system_identifier != r->system_identifier)
-			signal = COPY_OTHER_SYSTEM;
-		else if (signal == COPY_NONE && f.directory_inode != r->directory_inode)
-			signal = COPY_OTHER_DIRECTORY;
-		if (signal != COPY_NONE)
-		{
-			r->status = IDENTITY_COPY;
-			r->reason = signal;
-		}
+		n->disabled = REASON_BINARY_UPGRADE;
+		n->file_trouble = REASON_RECORD_UNREADABLE;	/* write nothing */
+		if (upgrade_target(r, found))
+			identity_upgrade_noticed();
+		return;
 	}
 
-	/* run with no worker id, it is still the node of the one it had */
-	if (res == MARK_OK && r->worker == WORKER_ID_UNSET)
-		r->worker = f.worker;
+	if (!found && r->mark_id == 0)
+	{
+		/* never ran the library: a new node, or one whose files are gone */
+		hold(r, standby ? REASON_NEW_AS_STANDBY : REASON_NEVER_INSTALLED);
+		r->worker = snowflake_worker_id;
+	}
+	else if (!found)
+	{
+		/* a node of a version before the record of the node */
+		r->worker = snowflake_worker_id;
+		if (signal != REASON_NONE && r->worker != WORKER_ID_UNSET)
+			hold(r, signal);
+	}
+	else if (r->state == NODE_READY && !standby && r->worker != WORKER_ID_UNSET)
+	{
+		if (signal == REASON_NONE && r->system_identifier != sysid)
+			signal = REASON_OTHER_SYSTEM;
+		else if (signal == REASON_NONE && r->directory_inode != inode)
+			signal = REASON_OTHER_DIRECTORY;
+		if (signal != REASON_NONE)
+			hold(r, signal);
+	}
+	/* this directory, as it runs now: a standby's own too */
+	r->system_identifier = sysid;
+	r->directory_inode = inode;
+	/* a standby's worker id is its primary's until it is promoted */
+	if (standby && found)
+		r->flags |= RECORD_WORKER_REPLAYED;
+}
 
-	if (!ident->keep_file)
-		(void) persist_write_file(IDENTITY_FILE, r, sizeof(*r), &ident->writes, WARNING);
-	if (r->status != IDENTITY_OK)
+/*
+ * In the postmaster at start, once mark.c has read the mark: write the
+ * record as this start made it, and publish the worker id, if any.
+ */
+void
+identity_started(void)
+{
+	NodeReason	r;
+
+	if (node_shared->disabled == REASON_BINARY_UPGRADE)
+		return;
+	apply_worker(&node_shared->rec, configured_worker(), false);
+	if ((node_shared->rec.flags & RECORD_WORKER_REPLAYED) &&
+		configured_worker() != WORKER_ID_UNSET &&
+		configured_worker() != node_shared->rec.worker)
+		ereport(LOG,
+				(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
+						node_shared->rec.worker, configured_worker()),
+				 errhint("Give this server the primary's worker id before it is promoted, unless it is to become a node of its own.")));
+	/*
+	 * The state file is written when the start changed what it holds (the
+	 * node's part, or a floor to apply), never with settings it rejects.
+	 */
+	(void) node_save(&node_shared->rec, node_shared->disabled == REASON_NONE &&
+					 (node_shared->floor_pending || !(as_read.flags & RECORD_NODE) ||
+					  memcmp((char *) &as_read + NODE_PART, (char *) &node_shared->rec + NODE_PART,
+							 sizeof(NodeRecord) - NODE_PART) != 0) ?
+					 SAVE_BOTH : SAVE_IDENTITY, WARNING);
+	identity_publish();
+	if (node_state(&r) != NODE_READY && node_reason_state(r) != NODE_READY &&
+		r != REASON_SETTINGS_REJECTED)
 		ereport(WARNING,
-				(errmsg("snowflake generates no IDs on this server until it is told which node it is"),
-				 errdetail("%s", r->status == IDENTITY_COPY ?
-						   "The data directory is a copy of the node with this worker id." :
-						   r->status == IDENTITY_INHERITED ?
-						   "Another system claimed this worker id." :
-						   r->status == IDENTITY_UPGRADED ?
-						   "The data directory was made by pg_upgrade." :
-						   "The data directory has no snowflake state of its own."),
-				 errhint("Call snowflake_nextval() to see the remedy.")));
+				(errmsg("snowflake generates no IDs on this server: %s (%s)",
+						node_state_name(node_reason_state(r)), node_reason_name(r)),
+				 errhint("Call snowflake.snowflake_nextval() to see the remedy.")));
 }
 
 /*
@@ -513,39 +548,32 @@ identity_shmem_init(void)
  * may change it (settle(), under the lock).  Against a concurrent settle()
  * that holds the node back: each side writes its word, then a barrier,
  * then reads the other's, so at least one of them sees the other's write
- * and the worker id ends unpublished.  A release meanwhile may leave it
- * unpublished too, and the next call settles it.
+ * and the worker id ends unpublished.
  */
 void
 identity_configured(int worker)
 {
-	if (ident == NULL)
+	NodeState	s;
+
+	if (node_shared == NULL)
 		return;
-	pg_atomic_write_u32(&ident->configured, (uint32) worker);
-	if (!ident->usable)
+	pg_atomic_write_u32(&node_shared->configured, (uint32) worker);
+	if (node_shared->disabled != REASON_NONE)
 		return;
-	/* a worker id another system claimed is never published, not even briefly */
-	if (pg_atomic_read_u32(&ident->held) != 0 || claimed(&ident->rec, worker))
+	s = (NodeState) (pg_atomic_read_u32(&node_shared->published) & 0xff);
+	if ((s >= NODE_HELD_COPY && s <= NODE_HELD_FILE) ||
+		claimed(&node_shared->rec, worker) ||
+		((node_shared->rec.flags & RECORD_WORKER_REPLAYED) &&
+		 retired(&node_shared->rec, worker)))
 	{
 		mark_publish_worker(WORKER_ID_UNSET);
 		return;
 	}
 	mark_publish_worker(worker);
 	pg_memory_barrier();
-	if (pg_atomic_read_u32(&ident->held) != 0)
+	s = (NodeState) (pg_atomic_read_u32(&node_shared->published) & 0xff);
+	if (s >= NODE_HELD_COPY && s <= NODE_HELD_FILE)
 		mark_publish_worker(WORKER_ID_UNSET);
-}
-
-/* In the postmaster at start, alone: publish the worker id, if any. */
-void
-identity_start(void)
-{
-	if (!usable())
-	{
-		mark_publish_worker(snowflake_worker_id);
-		return;
-	}
-	settle(false, WARNING);
 }
 
 /*
@@ -560,59 +588,71 @@ identity_keep(bool first)
 	static uint32 applied = (uint32) -2;
 	uint32		now;
 
-	if (!usable())
+	if (node_shared->disabled != REASON_NONE)
 		return;
-	now = pg_atomic_read_u32(&ident->configured);
+	now = pg_atomic_read_u32(&node_shared->configured);
 	if (!first && now == applied)
 		return;
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	settle(true, LOG);
 	if (first)
-		wal_log_identity(&ident->rec, sizeof(ident->rec));
-	LWLockRelease(ident->lock);
+		log_record(&node_shared->rec);
+	LWLockRelease(node_shared->lock);
 	applied = now;
 }
 
 /*
  * Replay of an identity record, in the startup process.  A standby takes
  * its primary's record as its own (its system identifier and directory
- * stay its own) and applies its own worker id to it; a node that was not
- * started as a standby is not the node the records describe and ignores
- * them.  A write that fails here loses nothing that could repeat an ID: at
- * worst the standby is held back once promoted.
+ * stay its own) and applies its own worker id to it, saying so if its
+ * configuration has another; a node that was not started as a standby is
+ * not the node the records describe and ignores them.  A write that fails
+ * here loses nothing that could repeat an ID: at worst the standby is held
+ * back once promoted.
  */
 void
 identity_replay(const void *data, Size len)
 {
-	PersistedIdentity p;
-	PersistedIdentity *r;
+	NodeRecord	p;
+	NodeRecord	next;
+	int			worker;
 
-	if (ident == NULL || !ident->follows_primary)
+	if (node_shared == NULL || !StandbyMode || !follows_primary())
 		return;
 	memset(&p, 0, sizeof(p));
 	memcpy(&p, data, Min(len, sizeof(p)));
-	if (p.status > IDENTITY_INHERITED)
+	if (p.state > NODE_HELD_CLAIMED)
 		return;
-	/* the primary could not read its own file: that says nothing of this one */
-	if (p.status == IDENTITY_COPY && p.reason == COPY_FILE_UNREADABLE)
-		return;
-	if (!ident->usable)
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	p.system_identifier = next.system_identifier;
+	p.directory_inode = next.directory_inode;
+	memcpy((char *) &next + NODE_PART, (char *) &p + NODE_PART,
+		   sizeof(next) - NODE_PART);
+	next.flags |= RECORD_WORKER_REPLAYED;
+	worker = configured_worker();
+	apply_worker(&next, worker, false);
+	if (memcmp(&next, &node_shared->rec, sizeof(next)) != 0)
 	{
-		/* kept in the file for the start whose settings it can trust */
-		change_file_locked(change_replayed, &p);
-		return;
+		bool		news = next.worker != node_shared->rec.worker ||
+			next.reason != node_shared->rec.reason;
+
+		if (worker != WORKER_ID_UNSET && worker != next.worker && news &&
+			next.reason == REASON_WORKER_RETIRED)
+			ereport(LOG,
+					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
+							next.worker, worker),
+					 errdetail("The primary gave worker id %d up; promoted, this server refuses until its snowflake.worker_id is %d.",
+							   worker, next.worker)));
+		else if (worker != WORKER_ID_UNSET && worker != next.worker && news)
+			ereport(LOG,
+					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
+							next.worker, worker),
+					 errdetail("Promoted, this server generates under worker id %d, its own.", worker)));
+		(void) node_save(&next, SAVE_BOTH, WARNING);
+		identity_publish();
 	}
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	r = &ident->rec;
-	p.system_identifier = r->system_identifier;
-	p.directory_inode = r->directory_inode;
-	if (memcmp(&p, r, sizeof(p)) != 0)
-	{
-		*r = p;
-		record_changed(false, WARNING);
-	}
-	settle(false, WARNING);
-	LWLockRelease(ident->lock);
+	LWLockRelease(node_shared->lock);
 }
 
 /*
@@ -623,380 +663,187 @@ identity_replay(const void *data, Size len)
 void
 identity_require_ok(void)
 {
-	PersistedIdentity r;
+	NodeReason	r;
+	NodeState	s;
 
-	if (!usable())
-		return;
+	if (node_shared->disabled != REASON_NONE)
+		node_refuse(node_shared->disabled, NULL);
 	settle_locked(!RecoveryInProgress() && !IsParallelWorker());
-	r = ident->rec;
-	/* a copy run with no worker id: the caller says that first */
-	if (r.status == IDENTITY_COPY && r.reason != COPY_FILE_UNREADABLE &&
-		(int) (int32) pg_atomic_read_u32(&ident->configured) == WORKER_ID_UNSET)
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	s = node_state(&r);
+	LWLockRelease(node_shared->lock);
+	if (s == NODE_READY || s == NODE_STARTING || s == NODE_BROKEN)
 		return;
-	switch ((IdentityStatus) r.status)
-	{
-		case IDENTITY_OK:
-			return;
-		case IDENTITY_NEW:
-			if (r.reason == NEW_AS_STANDBY)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("snowflake does not know which IDs were issued before this data directory"),
-						 errdetail("It started as a standby with neither \"%s\" nor \"%s\", and its primary never logged which node it is (it did not run with the library preloaded while this server replayed its WAL)."
-								   ,SNOWFLAKE_MARK_FILE, IDENTITY_FILE),
-						 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID.")));
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake does not know which IDs were issued before this data directory"),
-					 errdetail("It started with neither \"%s\" nor \"%s\", and CREATE EXTENSION did not run in it: the extension came with a catalog from another server (a copy that left those files behind), whose IDs this server could repeat.",
-							   SNOWFLAKE_MARK_FILE, IDENTITY_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(above => N) with N the highest ID the old server issued (its snowflake_status.high_water_mark), or above => 0 if no server issued IDs under this worker id.")));
-			break;
-		case IDENTITY_UPGRADED:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade"),
-					 errdetail("pg_upgrade ran on this data directory (to upgrade into it, or with --check) and does not carry \"%s\" over; the old cluster's IDs may carry times ahead of this server's clock.",
-							   SNOWFLAKE_MARK_FILE),
-					 errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory, or above => its snowflake_status.high_water_mark (after ALTER EXTENSION snowflake UPDATE where the extension is older than 1.2); above => 0 if pg_upgrade only checked it.")));
-			break;
-		case IDENTITY_INHERITED:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake worker id %d is claimed by another system", r.worker),
-					 r.other_system != 0 ?
-					 errdetail("A claim by system " UINT64_FORMAT " arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
-							   r.other_system) :
-					 errdetail("Another system's claim of it arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run as a superuser SELECT snowflake.snowflake_confirm_node(above => N) with N the highest ID that system issued.")));
-			break;
-		case IDENTITY_COPY:
-			if (r.reason == COPY_FILE_UNREADABLE)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("snowflake identity file \"%s\" cannot be read", IDENTITY_FILE),
-						 errdetail("It could not be opened or read at server start (its mode or owner), so the node cannot tell whether this data directory is a copy of another node."),
-						 errhint("Make it readable by the server's account and restart the server; the file is left as it is meanwhile.")));
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake data directory is a copy of the node with worker id %d", r.worker),
-					 errdetail("%s Two servers issuing IDs under one worker id repeat each other's IDs.",
-							   r.reason == COPY_BACKUP_LABEL ?
-							   "It was started from a base backup without standby.signal." :
-							   r.reason == COPY_RECOVERY_SIGNAL ?
-							   "It was started with recovery.signal (a restore) without standby.signal." :
-							   r.reason == COPY_OTHER_SYSTEM ?
-							   "Its identity file names another system." :
-							   r.reason == COPY_FILE_DAMAGED ?
-							   "Its identity file \"" IDENTITY_FILE "\" is damaged." :
-							   "It is not the directory that last ran under this worker id (copied, or moved to another file system)."),
-					 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node() as a superuser.")));
-			break;
-	}
+	/* a copy run with no worker id: the caller says that first */
+	if (s == NODE_HELD_COPY && configured_worker() == WORKER_ID_UNSET)
+		return;
+	node_refuse_state(r);
 }
 
 /*
- * The highest ID the state file of another data directory says its node
- * may have issued.
- */
-static int64
-old_mark(const char *dir)
-{
-	PersistedMark m;
-	uint64		writes = 0;
-	const char *problem = NULL;
-	char		path[MAXPGPATH];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, SNOWFLAKE_MARK_FILE);
-	switch (persist_read_file(path, &m, sizeof(m), &writes, &problem))
-	{
-		case MARK_ABSENT:
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FILE),
-					 errmsg("could not find \"%s\"", path),
-					 errhint("Name the data directory of the old cluster, or give above => its highest ID.")));
-			break;
-		case MARK_BROKEN:
-		case MARK_UNREADABLE:
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("snowflake state file \"%s\" cannot be used: %s", path, problem),
-					 errhint("Give above => the highest ID the old cluster issued instead.")));
-			break;
-		case MARK_OK:
-			break;
-	}
-	return m.mark_id;
-}
-
-/*
- * What the old data directory's identity file says: a node held back
- * there (a copy not yet confirmed, say) is held back here too, as an
- * upgrade does not make a copy the node; the claims it kept are kept here.
- * A directory of a version before this file has none: nothing to check.
+ * The record as the files hold it, where shared memory has none (the
+ * library is not preloaded): changed by change(), and written back if it
+ * returns true.  A data directory that never ran the library starts as a
+ * fresh node, not yet installed; a file that cannot be read or is damaged
+ * is left as it is (held back at the next start), and so is a node of a
+ * version before the record.
  */
 static void
-old_identity(const char *dir, PersistedIdentity *claims)
+change_files(bool (*change) (NodeRecord *r, const void *arg), const void *arg)
 {
-	PersistedIdentity f;
-	uint64		writes = 0;
-	const char *problem = NULL;
-	char		path[MAXPGPATH];
+	NodeRecord	r;
+	NodeRecord	check;
+	bool		found;
+	uint64		swrites = 0;
+	uint64		iwrites = 0;
+	const char *problem;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, IDENTITY_FILE);
-	switch (persist_read_file(path, &f, sizeof(f), &writes, &problem))
+	if (persist_read_file(SNOWFLAKE_STATE_FILE, &check, sizeof(check), &swrites, &problem) > MARK_OK ||
+		persist_read_file(SNOWFLAKE_IDENTITY_FILE, &check, sizeof(check), &iwrites, &problem) > MARK_OK)
+		return;
+	read_record(&r, &found, &swrites, &iwrites, false);
+	if (!found && r.mark_id != 0)
+		return;
+	if (!found)
 	{
-		case MARK_ABSENT:
-			return;
-		case MARK_BROKEN:
-		case MARK_UNREADABLE:
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("snowflake identity file \"%s\" cannot be used: %s", path, problem),
-					 errhint("Give above => the highest ID the old cluster issued instead, if it was the node of this worker id.")));
-			break;
-		case MARK_OK:
-			break;
+		r.system_identifier = system_identifier();
+		r.directory_inode = directory_inode();
+		r.worker = WORKER_ID_UNSET;
+		hold(&r, REASON_NEVER_INSTALLED);
 	}
-	if (f.status != IDENTITY_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the old cluster in \"%s\" was held back: it was not yet the node of worker id %d",
-						dir, f.worker),
-				 errdetail("%s", f.status == IDENTITY_COPY ?
-						   "It was a copy of that node (a clone or a restore) that was never confirmed; an upgrade of it is a copy too." :
-						   f.status == IDENTITY_INHERITED ?
-						   "Another system had claimed that worker id." :
-						   "It did not know which IDs were issued before it either."),
-				 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces that node, run SELECT snowflake.snowflake_confirm_node(above => N) with N the highest ID the node issued.")));
-	memcpy(claims->claimed, f.claimed, sizeof(claims->claimed));
-	memcpy(claims->high, f.high, sizeof(claims->high));
-	claims->nhigh = f.nhigh;
+	if (!change(&r, arg))
+		return;
+	r.changes++;
+	r.flags |= RECORD_NODE;
+	if (persist_write_file(SNOWFLAKE_STATE_FILE, &r, sizeof(r), &swrites, WARNING))
+		(void) persist_write_file(SNOWFLAKE_IDENTITY_FILE, &r, sizeof(r), &iwrites, WARNING);
 }
 
 /*
- * snowflake_identity_confirm(above, old_data_directory): this data directory
- * is the node of its worker id (restored, upgraded, moved); continue above
- * the given floor, if any, and generate.  The floor is logged before the
- * record, so that a standby that knows the node is this one knows the
- * floor too.
+ * Apply change() to the node's record: in the files where shared memory
+ * has none, or under the lock, on a copy, with the worker id applied
+ * again, made durable and logged, then published.
+ */
+static void
+change_record(bool (*change) (NodeRecord *r, const void *arg), const void *arg,
+			  int elevel)
+{
+	NodeRecord	next;
+	bool		primary = !RecoveryInProgress();
+
+	if (node_shared == NULL)
+	{
+		change_files(change, arg);
+		return;
+	}
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	if (change(&next, arg))
+	{
+		apply_worker(&next, configured_worker(), primary);
+		if (node_save(&next, SAVE_BOTH, elevel) && primary)
+			log_record(&next);
+		identity_publish();
+	}
+	LWLockRelease(node_shared->lock);
+}
+
+static bool
+change_installed(NodeRecord *r, const void *arg)
+{
+	if (r->state != NODE_HELD_FLOOR || r->reason == REASON_UPGRADED)
+		return false;
+	hold(r, REASON_NONE);
+	return true;
+}
+
+static bool
+change_upgraded(NodeRecord *r, const void *arg)
+{
+	if (r->state != NODE_HELD_FLOOR || r->reason == REASON_UPGRADED)
+		return false;
+	hold(r, REASON_UPGRADED);
+	return true;
+}
+
+/*
+ * Called by the install scripts (of every version): a data directory that
+ * never ran the library is a fresh node once the extension is created
+ * here, also without preloading or with settings it rejects.
  */
 Datum
-snowflake_identity_confirm(PG_FUNCTION_ARGS)
+snowflake_identity_installed(PG_FUNCTION_ARGS)
 {
-	int64		floor_id = -1;
-	int64		result;
-	IdentityStatus before;
-	PersistedIdentity *r;
-	PersistedIdentity old;
+	change_record(change_installed, NULL, ERROR);
+	PG_RETURN_VOID();
+}
 
-	if (ident == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake_confirm_node() works only where the library is preloaded"),
-				 errhint("Add 'snowflake' to shared_preload_libraries and restart the server.")));
-	settings_require_usable();
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("snowflake_confirm_node() cannot run during recovery"),
-				 errdetail("A standby is the node it follows; it needs no step."),
-				 errhint("Run it on the server that is to generate, once it is a primary.")));
-	if (!PG_ARGISNULL(0))
-	{
-		floor_id = PG_GETARG_INT64(0);
-		if (floor_id < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("snowflake ID " INT64_FORMAT " is negative", floor_id)));
-	}
-	if (!PG_ARGISNULL(1))
-	{
-		char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
-		struct stat st;
+/*
+ * pg_upgrade's new cluster: the library is loaded there with or without
+ * preloading (its check LOADs every library the old cluster uses, and
+ * restoring a C function loads it): a data directory made by pg_upgrade,
+ * whatever is preloaded when it first runs.  The old cluster, whose files
+ * stay as they are, has the node's record and is left alone.
+ */
+void
+identity_upgrade_noticed(void)
+{
+	change_files(change_upgraded, NULL);
+}
 
-		/* it reads a file anywhere on the server */
-		if (!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied to read another data directory's state file"),
-					 errdetail("Only roles with privileges of the \"pg_read_server_files\" role may name old_data_directory.")));
-		/* a bad argument, not a damaged file */
-		if (strlen(dir) + 1 + Max(strlen(IDENTITY_FILE), strlen(SNOWFLAKE_MARK_FILE)) >= MAXPGPATH)
-			ereport(ERROR,
-					(errcode(ERRCODE_NAME_TOO_LONG),
-					 errmsg("data directory path is too long")));
-		if (stat(dir, &st) != 0)
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not access directory \"%s\": %m", dir),
-					 errhint("Name the data directory of the old cluster.")));
-		if (!S_ISDIR(st.st_mode))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("\"%s\" is not a directory", dir),
-					 errhint("Name the data directory of the old cluster.")));
-		memset(&old, 0, sizeof(old));
-		old_identity(dir, &old);
-		floor_id = Max(floor_id, old_mark(dir));
-	}
+/* a confirmation of this transaction, applied when it commits */
+static bool confirming = false;
+static bool confirm_applied = false;	/* at pre-commit; not yet committed */
+static NodeRecord confirm_undo;
+static int	confirm_level;		/* the transaction nesting level it came in */
+static int64 confirm_floor;
+static NodeRecord confirm_old;
 
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	r = &ident->rec;
-	before = (IdentityStatus) r->status;
-	if (floor_id < 0 && before != IDENTITY_OK && before != IDENTITY_COPY)
-	{
-		LWLockRelease(ident->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("snowflake_confirm_node() needs the highest ID the old server issued"),
-				 errdetail("This data directory does not know which IDs were issued before it."),
-				 errhint("Give above => that ID (the old server's snowflake_status.high_water_mark), or old_data_directory => the old cluster's data directory after pg_upgrade.")));
-	}
-	result = floor_id >= 0 ? mark_repair(floor_id, false, true) :
-		(int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	r->status = IDENTITY_OK;
-	r->reason = COPY_NONE;
-	r->other_system = 0;
-	r->system_identifier = system_identifier();
-	r->directory_inode = directory_inode();
+/*
+ * A confirmation, applied as its transaction commits (so that one rolled
+ * back releases nothing, as a claim rolled back holds nothing back): the
+ * floor logged and made the node's, the record durable, then the node
+ * released.
+ */
+static void
+apply_confirm(int64 floor_id, const NodeRecord *old)
+{
+	NodeRecord	next;
+	NodeState	before;
+	int64		last;
+
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	/* what an abort after this point (a serialization failure) restores */
+	confirm_undo = next;
+	confirm_applied = true;
+	before = (NodeState) next.state;
+	last = mark_repair_locked(floor_id, false, true, &next);
+	hold(&next, REASON_NONE);
+	next.flags &= ~RECORD_COPY_OF;
+	next.other_system = 0;
+	next.system_identifier = system_identifier();
+	next.directory_inode = directory_inode();
 	/* the old cluster's claims of other systems, then its own node's */
-	if (!PG_ARGISNULL(1))
-	{
-		for (int w = 0; w < CLAIM_BITS; w++)
-			if (claimed(&old, w))
-				add_claim(r, w);
-		for (uint32 i = 0; i < Min(old.nhigh, CLAIM_HIGH); i++)
-			add_claim(r, old.high[i]);
-		if (old.nhigh > CLAIM_HIGH && r->nhigh <= CLAIM_HIGH)
-			r->nhigh = CLAIM_HIGH + 1;	/* more than it kept */
-	}
+	for (int w = 0; w < CLAIM_BITS; w++)
+		if (claimed(old, w))
+			add_claim(&next, w);
+	for (uint32 i = 0; i < Min(old->nhigh, CLAIM_HIGH); i++)
+		add_claim(&next, old->high[i]);
+	if (old->nhigh > CLAIM_HIGH && next.nhigh <= CLAIM_HIGH)
+		next.nhigh = CLAIM_HIGH + 1;	/* more than it kept */
 	/* this node continues the one whose claim held it back */
-	drop_claim(r, (int) (int32) pg_atomic_read_u32(&ident->configured));
-	record_changed(true, ERROR);
-	settle(true, ERROR);
-	LWLockRelease(ident->lock);
-	if (before != IDENTITY_OK)
+	drop_claim(&next, configured_worker());
+	if (configured_worker() != WORKER_ID_UNSET)
+		move_worker(&next, configured_worker());
+	mark_repair_save(&next, true, last, false);
+	log_record(&next);
+	identity_publish();
+	LWLockRelease(node_shared->lock);
+	if (before != NODE_READY)
 		ereport(LOG,
 				(errmsg("snowflake: this server confirmed as the node of worker id %d; IDs continue above " INT64_FORMAT,
-						r->worker, result)));
-	PG_RETURN_INT64(result);
-}
-
-/*
- * The record as the file holds it, where shared memory has none (the
- * library is not preloaded, or its settings are unusable): changed by
- * change(), and written back if it returns true.  A node that never ran
- * the library starts as a fresh node, not yet installed.  A file that
- * cannot be read is left as it is (held back at the next start).
- */
-static void
-change_file(bool (*change) (PersistedIdentity *r, const void *arg), const void *arg)
-{
-	PersistedIdentity r;
-	uint64		writes = 0;
-	const char *problem = NULL;
-
-	switch (persist_read_file(IDENTITY_FILE, &r, sizeof(r), &writes, &problem))
-	{
-		case MARK_BROKEN:
-		case MARK_UNREADABLE:
-			return;				/* held back at the next start */
-		case MARK_ABSENT:
-			if (exists(SNOWFLAKE_MARK_FILE))
-				return;			/* a node of an earlier version */
-			memset(&r, 0, sizeof(r));
-			r.system_identifier = system_identifier();
-			r.directory_inode = directory_inode();
-			r.worker = WORKER_ID_UNSET;
-			r.status = IDENTITY_NEW;
-			break;
-		case MARK_OK:
-			break;
-	}
-	if (change(&r, arg))
-		(void) persist_write_file(IDENTITY_FILE, &r, sizeof(r), &writes, WARNING);
-}
-
-/*
- * change_file() in a backend or the startup process: where shared memory
- * is there (settings unusable), under its lock, so that two changes at
- * once (two claims committing) do not lose one.
- */
-static void
-change_file_locked(bool (*change) (PersistedIdentity *r, const void *arg),
-				   const void *arg)
-{
-	if (ident != NULL)
-		LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	change_file(change, arg);
-	if (ident != NULL)
-		LWLockRelease(ident->lock);
-}
-
-static bool
-change_installed(PersistedIdentity *r, const void *arg)
-{
-	if (r->status != IDENTITY_NEW)
-		return false;
-	r->status = IDENTITY_OK;
-	r->reason = COPY_NONE;
-	return true;
-}
-
-static bool
-change_upgraded(PersistedIdentity *r, const void *arg)
-{
-	if (r->status != IDENTITY_NEW)
-		return false;
-	r->status = IDENTITY_UPGRADED;
-	r->reason = COPY_NONE;
-	return true;
-}
-
-/*
- * A start whose settings were rejected, seen from the file: a standby's
- * directory is its own (once promoted it is compared with it, not with its
- * primary's), and a base backup or a restore started as a primary is a
- * copy of the node of the worker id recorded, whose backup_label or
- * recovery.signal recovery removes before the start that can use the
- * settings.
- */
-static bool
-change_started(PersistedIdentity *r, const void *arg)
-{
-	const StartSeen *seen = (const StartSeen *) arg;
-	uint64		sysid = system_identifier();
-	uint64		inode = directory_inode();
-
-	if (seen->standby)
-	{
-		if (r->system_identifier == sysid && r->directory_inode == inode)
-			return false;
-		r->system_identifier = sysid;
-		r->directory_inode = inode;
-		return true;
-	}
-	if (seen->signal == COPY_NONE || r->status != IDENTITY_OK ||
-		r->worker == WORKER_ID_UNSET)
-		return false;
-	r->status = IDENTITY_COPY;
-	r->reason = seen->signal;
-	return true;
-}
-
-/* A standby without shared memory to hold it: its primary's record. */
-static bool
-change_replayed(PersistedIdentity *r, const void *arg)
-{
-	PersistedIdentity p = *(const PersistedIdentity *) arg;
-
-	p.system_identifier = r->system_identifier;
-	p.directory_inode = r->directory_inode;
-	if (memcmp(&p, r, sizeof(p)) == 0)
-		return false;
-	*r = p;
-	return true;
+						next.worker, last)));
 }
 
 /*
@@ -1019,8 +866,9 @@ static PendingClaim *pending = NULL;
 static int	npending = 0;
 static int	maxpending = 0;
 
+
 static bool
-change_claims(PersistedIdentity *r, const void *arg)
+change_claims(NodeRecord *r, const void *arg)
 {
 	bool		changed = false;
 
@@ -1038,8 +886,24 @@ change_claims(PersistedIdentity *r, const void *arg)
 	return changed;
 }
 
+/*
+ * A confirmation applied at pre-commit whose commit then failed (a
+ * serialization failure): the node is held again as it was.  The floor it
+ * raised stays: it bounds nothing but what the node may issue.
+ */
 static bool
-change_unclaim(PersistedIdentity *r, const void *arg)
+change_unconfirm(NodeRecord *r, const void *arg)
+{
+	memcpy((char *) r + NODE_PART, (char *) &confirm_undo + NODE_PART,
+		   sizeof(NodeRecord) - NODE_PART);
+	r->flags = (r->flags & ~(RECORD_COPY_OF | RECORD_WORKER_REPLAYED)) |
+		(confirm_undo.flags & (RECORD_COPY_OF | RECORD_WORKER_REPLAYED));
+	r->changes = Max(r->changes, confirm_undo.changes);
+	return true;
+}
+
+static bool
+change_unclaim(NodeRecord *r, const void *arg)
 {
 	bool		changed = false;
 
@@ -1053,52 +917,45 @@ change_unclaim(PersistedIdentity *r, const void *arg)
 	return changed;
 }
 
-/*
- * Apply change() to the record: in the file, or under the lock with the
- * change logged and the worker id settled again.
- */
-static void
-change_claims_at(bool (*change) (PersistedIdentity *r, const void *arg), int elevel)
-{
-	if (!usable())
-		change_file_locked(change, NULL);
-	else
-	{
-		LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-		if (change(&ident->rec, NULL))
-		{
-			record_changed(true, elevel);
-			settle(true, elevel);
-		}
-		LWLockRelease(ident->lock);
-	}
-}
-
 static void
 claims_xact_callback(XactEvent event, void *arg)
 {
 	bool		taken_back = false;
 
-	if (npending == 0)
-		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-		case XACT_EVENT_PRE_PREPARE:
 			/* still in the transaction: a failure here aborts it */
-			change_claims_at(change_claims, ERROR);
+			if (confirming)
+				apply_confirm(confirm_floor, &confirm_old);
+			confirming = false;
+			if (npending > 0)
+				change_record(change_claims, NULL, ERROR);
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			if (confirming)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot prepare a transaction that ran snowflake_confirm_node()")));
+			if (npending > 0)
+				change_record(change_claims, NULL, ERROR);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PREPARE:
+			confirm_applied = false;
 			npending = 0;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			confirming = false;
+			if (confirm_applied)
+				change_record(change_unconfirm, NULL, WARNING);
+			confirm_applied = false;
 			/* the commit failed after they were kept: take them back */
 			for (int i = 0; i < npending; i++)
 				taken_back |= pending[i].added;
 			if (taken_back)
-				change_claims_at(change_unclaim, WARNING);
+				change_record(change_unclaim, NULL, WARNING);
 			npending = 0;
 			break;
 		default:
@@ -1115,6 +972,12 @@ claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
+	if (confirming && confirm_level >= level)
+	{
+		/* rolled back with its savepoint, or the parent's now */
+		confirming = event == SUBXACT_EVENT_COMMIT_SUB;
+		confirm_level = level - 1;
+	}
 	for (int i = 0; i < npending; i++)
 	{
 		if (pending[i].level < level)
@@ -1129,48 +992,8 @@ claims_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	npending = n;
 }
 
-/*
- * Called by the install scripts (of every version): a data directory that
- * never ran the library is a fresh node once the extension is created
- * here.  Without preloading, or with unusable settings, the file is
- * written so that the first start that can use it knows it.
- */
-Datum
-snowflake_identity_installed(PG_FUNCTION_ARGS)
-{
-	if (!usable())
-	{
-		change_file_locked(change_installed, NULL);
-		PG_RETURN_VOID();
-	}
-	LWLockAcquire(ident->lock, LW_EXCLUSIVE);
-	if (ident->rec.status == IDENTITY_NEW)
-	{
-		ident->rec.status = IDENTITY_OK;
-		ident->rec.reason = COPY_NONE;
-		record_changed(true, ERROR);
-		settle(true, ERROR);
-	}
-	LWLockRelease(ident->lock);
-	PG_RETURN_VOID();
-}
-
-/*
- * The library loaded, without preloading, in pg_upgrade's new cluster (its
- * schema is restored there, which loads the library to check each C
- * function): a data directory made by pg_upgrade, whatever is preloaded
- * when it first runs.  The old cluster, whose files stay as they are, has
- * them, and is left alone.
- */
-void
-identity_upgrade_noticed(void)
-{
-	change_file(change_upgraded, NULL);
-}
-
-/* A claim of another system, kept if this transaction commits. */
 static void
-pend_claim(int32 worker, uint64 system)
+register_callbacks(void)
 {
 	static bool registered = false;
 
@@ -1180,6 +1003,25 @@ pend_claim(int32 worker, uint64 system)
 		RegisterSubXactCallback(claims_subxact_callback, NULL);
 		registered = true;
 	}
+}
+
+/* A confirmation, applied if this transaction commits. */
+static void
+pend_confirm(int64 floor_id, const NodeRecord *old)
+{
+	register_callbacks();
+	confirm_floor = confirming ? Max(confirm_floor, floor_id) : floor_id;
+	confirm_old = *old;
+	if (!confirming)
+		confirm_level = GetCurrentTransactionNestLevel();
+	confirming = true;
+}
+
+/* A claim of another system, kept if this transaction commits. */
+static void
+pend_claim(int32 worker, uint64 system)
+{
+	register_callbacks();
 	if (npending == maxpending)
 	{
 		maxpending = Max(16, maxpending * 2);
@@ -1207,6 +1049,237 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 {
 	pend_claim(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1));
 	PG_RETURN_VOID();
+}
+
+/*
+ * The record another data directory holds (after pg_upgrade, the old
+ * cluster's): its mark, and whether its node was held back there.
+ */
+static int64
+old_record(const char *dir, NodeRecord *old)
+{
+	char		path[MAXPGPATH];
+	const char *problem = NULL;
+	uint64		writes = 0;
+	NodeRecord	i;
+	MarkResult	res;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, SNOWFLAKE_STATE_FILE);
+	res = persist_read_file(path, old, sizeof(*old), &writes, &problem);
+	if (res == MARK_ABSENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FILE),
+				 errmsg("could not find \"%s\"", path),
+				 errhint("Name the data directory of the old cluster, or give above => its highest ID.")));
+	if (res == MARK_UNREADABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_IO_ERROR),
+				 errmsg("could not read snowflake file \"%s\"", path),
+				 errhint("Make it readable by the server's account, or give above => the highest ID the old cluster issued.")));
+	if (res == MARK_BROKEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("snowflake state file \"%s\" is damaged", path),
+				 errhint("Give above => the highest ID the old cluster issued instead.")));
+
+	/* its node's part, from the file that changed it last */
+	snprintf(path, sizeof(path), "%s/%s", dir, SNOWFLAKE_IDENTITY_FILE);
+	if (persist_read_file(path, &i, sizeof(i), &writes, &problem) == MARK_OK &&
+		(i.flags & RECORD_NODE) && (!(old->flags & RECORD_NODE) || i.changes > old->changes))
+	{
+		memcpy((char *) old + NODE_PART, (char *) &i + NODE_PART,
+			   sizeof(*old) - NODE_PART);
+		old->flags |= RECORD_NODE;
+	}
+
+	/* an upgrade does not make a copy the node */
+	if ((old->flags & RECORD_NODE) && old->state != NODE_READY)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the old cluster in \"%s\" was held back: it was not yet the node of worker id %d",
+						dir, old->worker),
+				 errdetail("It was %s (%s) there; an upgrade of it is held back too.",
+						   node_state_name((NodeState) old->state),
+						   node_reason_name((NodeReason) old->reason)),
+				 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces that node, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the node stopped.")));
+	return old->mark_id;
+}
+
+/*
+ * A floor the node could generate above soon: within its layout, not in
+ * its last tick, and at most a day ahead of the clock (as far as any
+ * setting lets the node run ahead); a value beyond is a typo, refused
+ * before it commits.
+ */
+static void
+check_floor(int64 id)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+
+	if (id >= layout_max_id(l))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("snowflake ID " INT64_FORMAT " is out of range for the \"%s\" layout",
+						id, l->name),
+				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
+						   layout_max_id(l))));
+	if (layout_tick(l, id) >= layout_max_tick(l) ||
+		layout_tick_to_unix_ms(l, layout_tick(l, id)) - clock_unix_ms() > RUN_AHEAD_CAP_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("snowflake ID " INT64_FORMAT " is more than a day ahead of this server's clock", id),
+				 errdetail("It carries the time %s; the node would issue no ID until its clock reached it.",
+						   timestamptz_to_str(layout_tick_to_timestamptz(l, layout_tick(l, id)))),
+				 errhint("Check the value: give the highest ID the node it replaces issued.")));
+}
+
+/*
+ * The floor a stop time gives: the largest ID of the layout in force at
+ * that time plus the furthest the node's clock policy let IDs lead the
+ * clock when it made its last reservation this server knows (replayed, or
+ * its own) or, if further, this server's (its configuration is the lost
+ * node's, which may have raised it after the WAL this server has): above
+ * every ID the node issued up to then.  A time
+ * ahead of this server's clock is taken (the lost node's clock may have
+ * been ahead): the node then runs ahead of its clock or waits, as its
+ * policy says, and every hint it gives leads above the floor.
+ */
+static int64
+floor_at(TimestampTz stopped_at)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+	int64		unix_ms;
+	int64		tick;
+
+	if (TIMESTAMP_NOT_FINITE(stopped_at))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("stopped_at cannot be infinite"),
+				 errhint("Give the time the node this server replaces stopped.")));
+
+	/* the lost node's clock may have been ahead of this one's, not by days */
+	if (stopped_at > GetCurrentTimestamp() + (TimestampTz) RUN_AHEAD_CAP_MS * 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stopped_at %s is more than a day ahead of this server's clock",
+						timestamptz_to_str(stopped_at)),
+				 errhint("Give the time the node this server replaces stopped.")));
+	unix_ms = stopped_at / 1000 + PG_EPOCH_UNIX_MS +
+		Max(settings_max_lead_ms(), node_shared->rec.lead_ms);
+	tick = layout_unix_ms_to_tick(l, unix_ms);
+	if (tick < 0)
+		return 0;
+	if (tick >= layout_max_tick(l))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("stopped_at %s is beyond the end of layout \"%s\"",
+						timestamptz_to_str(stopped_at), l->name)));
+	return layout_compose(l, tick, layout_max_worker(l), layout_max_seq(l));
+}
+
+/*
+ * snowflake_identity_confirm(above, old_data_directory, stopped_at): this
+ * data directory is the node of its worker id (restored, upgraded, moved),
+ * and continues above the floor they give, always one: a node that is not
+ * the one that issued IDs under its worker id cannot know how far they
+ * went.  The floor is logged before the record, so that a standby that
+ * knows the node is this one knows the floor too; the record is durable
+ * before the node is released.
+ */
+Datum
+snowflake_identity_confirm(PG_FUNCTION_ARGS)
+{
+	int64		floor_id = -1;
+	NodeRecord	old;
+
+	if (node_shared == NULL)
+		node_refuse(REASON_NOT_PRELOADED, NULL);
+	if (node_shared->disabled != REASON_NONE)
+		node_refuse(node_shared->disabled, NULL);
+	if (node_shared->file_trouble != REASON_NONE)
+		node_refuse_state(node_shared->file_trouble);
+	/* a worker id the node gave up may be another node's now */
+	if (node_shared->rec.reason == REASON_WORKER_RETIRED)
+		node_refuse_state(REASON_WORKER_RETIRED);
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("snowflake_confirm_node() cannot run during recovery"),
+				 errdetail("A standby is the node it follows; it needs no step."),
+				 errhint("Run it on the server that is to generate, once it is a primary.")));
+	if (!PG_ARGISNULL(0))
+	{
+		floor_id = PG_GETARG_INT64(0);
+		if (floor_id < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("snowflake ID " INT64_FORMAT " is negative", floor_id)));
+		check_floor(floor_id);
+	}
+	memset(&old, 0, sizeof(old));
+	if (!PG_ARGISNULL(1))
+	{
+		char	   *dir = text_to_cstring(PG_GETARG_TEXT_PP(1));
+		struct stat st;
+
+		/* it reads a file anywhere on the server */
+		if (!has_privs_of_role(GetUserId(), ROLE_PG_READ_SERVER_FILES))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied to read another data directory's state file"),
+					 errdetail("Only roles with privileges of the \"pg_read_server_files\" role may name old_data_directory.")));
+		/* a bad argument, not a damaged file */
+		if (strlen(dir) + 1 + Max(strlen(SNOWFLAKE_IDENTITY_FILE), strlen(SNOWFLAKE_STATE_FILE)) >= MAXPGPATH)
+			ereport(ERROR,
+					(errcode(ERRCODE_NAME_TOO_LONG),
+					 errmsg("data directory path is too long")));
+		if (stat(dir, &st) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not access directory \"%s\": %m", dir),
+					 errhint("Name the data directory of the old cluster.")));
+		if (!S_ISDIR(st.st_mode))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"%s\" is not a directory", dir),
+					 errhint("Name the data directory of the old cluster.")));
+		floor_id = Max(floor_id, old_record(dir, &old));
+		/* the old cluster of this node, not of another */
+		if ((old.flags & RECORD_NODE) && old.worker != WORKER_ID_UNSET &&
+			configured_worker() != WORKER_ID_UNSET && old.worker != configured_worker())
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the old cluster in \"%s\" ran as worker id %d, not as this server's %d",
+							dir, old.worker, configured_worker()),
+					 errhint("Name the data directory of this node's old cluster.")));
+	}
+	if (!PG_ARGISNULL(2))
+	{
+		int64		known = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+		int64		at = floor_at(PG_GETARG_TIMESTAMPTZ(2));
+
+		/* the node it replaces ran at least until the last ID known here */
+		if (at < known)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("stopped_at %s is before the last ID this data directory knows of",
+							timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(2))),
+					 errdetail("ID " INT64_FORMAT " carries the time %s; the node this server replaces ran at least until then.",
+							   known, timestamptz_to_str(layout_tick_to_timestamptz(snowflake_layout,
+																					layout_tick(snowflake_layout, known)))),
+					 errhint("Give the time the node stopped, with its time zone.")));
+		floor_id = Max(floor_id, at);
+	}
+	if (floor_id < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("snowflake_confirm_node() needs a floor"),
+				 errdetail("This server cannot know how far the IDs of the node it replaces went: its WAL may end before the node's last IDs."),
+				 errhint("Give stopped_at => the time the node stopped, above => the highest ID it issued, or old_data_directory => the old cluster's data directory after pg_upgrade.")));
+
+	pend_confirm(floor_id, &old);
+	/* what IDs continue above once it commits, as far as it is known now */
+	PG_RETURN_INT64(Max(floor_id, (int64) pg_atomic_read_u64(&snowflake_shared->last_id)));
 }
 
 /*

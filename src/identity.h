@@ -1,19 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * identity.h
- *	  Whether this data directory may issue IDs under its worker id
- *	  (identity.c): copies, upgrades and restores held back until the
- *	  operator says which node they are.
+ *	  Which node this data directory is (identity.c): the evidence at
+ *	  start, the worker id applied, claims, replay and confirmation, as
+ *	  events of node.c's model.
  *
  *-------------------------------------------------------------------------
  */
 #ifndef SNOWFLAKE_IDENTITY_H
 #define SNOWFLAKE_IDENTITY_H
 
-extern Size identity_shmem_size(void);
-extern void identity_shmem_init(void);
-extern void identity_configured(int worker);
 extern void identity_start(void);
+extern void identity_started(void);
+extern void identity_configured(int worker);
+extern void identity_publish(void);
 extern void identity_keep(bool first);
 extern void identity_replay(const void *data, Size len);
 extern void identity_require_ok(void);

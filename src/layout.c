@@ -359,36 +359,107 @@ parse_zone_offset(const char *s, int *minutes)
 	return true;
 }
 
+/* The layout's name for a fixed UTC offset of minutes east: "+HH:MM". */
+static void
+offset_name(SnowflakeLayout *l, int minutes)
+{
+	snprintf(l->name_buf, sizeof(l->name_buf), "%s%c%02d:%02d",
+			 LAYOUT_ZONE_PREFIX, minutes < 0 ? '-' : '+',
+			 abs(minutes) / 60, abs(minutes) % 60);
+}
+
+/*
+ * Parse the day a JVM started, "YYYY-MM-DD", into tm at noon local time,
+ * which has the day's own offset: clocks change at night.  Returns false
+ * when s is not a day of the calendar written so.
+ */
+static bool
+parse_start_day(const char *s, struct pg_tm *tm)
+{
+	int			y,
+				m,
+				d,
+				jy,
+				jm,
+				jd;
+
+	if (strlen(s) != 10 || strspn(s, "0123456789") != 4 || s[4] != '-' ||
+		strspn(s + 5, "0123456789") != 2 || s[7] != '-' ||
+		strspn(s + 8, "0123456789") != 2)
+		return false;
+	y = atoi(s);
+	m = atoi(s + 5);
+	d = atoi(s + 8);
+	if (m < 1 || m > 12 || d < 1 || d > 31)
+		return false;
+	j2date(date2j(y, m, d), &jy, &jm, &jd);
+	if (jy != y || jm != m || jd != d)
+		return false;
+	memset(tm, 0, sizeof(*tm));
+	tm->tm_year = y;
+	tm->tm_mon = m;
+	tm->tm_mday = d;
+	tm->tm_hour = 12;
+	return true;
+}
+
 /*
  * ShardingSphere's layout as a JVM whose default time zone is zone makes
  * it: a time zone name of the tz database (looked up as a file of the time
  * zone database only, never as a POSIX TZ string such as "UTC+8", whose
- * sign is the opposite of Java's "GMT+8"), or a fixed UTC offset.  The
- * layout's name is canonical: the zone as the database spells it, or the
- * offset as "+HH:MM".
+ * sign is the opposite of Java's "GMT+8"), or a fixed UTC offset.
+ *
+ * Releases up to 5.3 take the epoch as a Calendar of the zone set to
+ * 2016-11-01 00:00: local midnight at the offset the zone had that day.
+ * Releases from 5.4 take local midnight at the offset in force when the
+ * class loads, which "ZONE@YYYY-MM-DD" names by the day the JVM started.
+ * That layout is the fixed offset's, and has its name.  The layout's name
+ * is canonical: the zone as the database spells it, or the offset as
+ * "+HH:MM".
  */
 static bool
 zone_layout(SnowflakeLayout *l, const char *name, char **why)
 {
 	static char buf[256];
-	const char *zone = name + strlen(LAYOUT_ZONE_PREFIX);
+	const char *spec = name + strlen(LAYOUT_ZONE_PREFIX);
+	const char *at = strchr(spec, '@');
+	char		zone[NAMEDATALEN];
+	struct pg_tm start;
 	int64		epoch_ms;
 	int			minutes;
 
 	*why = buf;
 	*l = *layout_find("shardingsphere");
-	if (*zone == '\0')
-	{
-		snprintf(buf, sizeof(buf),
-				 "No time zone follows \"%s\".", LAYOUT_ZONE_PREFIX);
-		return false;
-	}
 	if (strlen(name) >= NAMEDATALEN)
 	{
 		snprintf(buf, sizeof(buf),
 				 "A layout's name has at most %d characters; this one has %d.",
 				 NAMEDATALEN - 1, (int) strlen(name));
 		return false;
+	}
+	strlcpy(zone, spec, at != NULL ? (size_t) (at - spec) + 1 : sizeof(zone));
+	if (*zone == '\0')
+	{
+		snprintf(buf, sizeof(buf),
+				 "No time zone follows \"%s\".", LAYOUT_ZONE_PREFIX);
+		return false;
+	}
+	if (at != NULL)
+	{
+		if (!parse_start_day(at + 1, &start))
+		{
+			snprintf(buf, sizeof(buf),
+					 "\"%s\" is not a day written as YYYY-MM-DD, such as 2026-07-01.",
+					 at + 1);
+			return false;
+		}
+		if (date2j(start.tm_year, start.tm_mon, start.tm_mday) < date2j(2016, 11, 1))
+		{
+			snprintf(buf, sizeof(buf),
+					 "No ShardingSphere generator started before its epoch, 2016-11-01; %s is earlier.",
+					 at + 1);
+			return false;
+		}
 	}
 	if (parse_zone_offset(zone, &minutes))
 	{
@@ -399,9 +470,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 					 zone);
 			return false;
 		}
-		snprintf(l->name_buf, sizeof(l->name_buf), "%s%c%02d:%02d",
-				 LAYOUT_ZONE_PREFIX, minutes < 0 ? '-' : '+',
-				 abs(minutes) / 60, abs(minutes) % 60);
+		offset_name(l, minutes);
 		epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS - (int64) minutes * 60000;
 	}
 	else
@@ -445,16 +514,29 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 					 zone);
 			return false;
 		}
-		snprintf(l->name_buf, sizeof(l->name_buf), "%s%s",
-				 LAYOUT_ZONE_PREFIX, pg_get_timezone_name(tz));
+		if (at != NULL)
+		{
+			/*
+			 * The offset returned counts seconds west of UTC; every zone's
+			 * is a whole minute since 1972, and the day is from 2016 on.
+			 */
+			minutes = -DetermineTimeZoneOffset(&start, tz) / 60;
+			offset_name(l, minutes);
+			epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS - (int64) minutes * 60000;
+		}
+		else
+		{
+			snprintf(l->name_buf, sizeof(l->name_buf), "%s%s",
+					 LAYOUT_ZONE_PREFIX, pg_get_timezone_name(tz));
 
-		/* local midnight; the offset returned counts seconds west of UTC */
-		memset(&tm, 0, sizeof(tm));
-		tm.tm_year = 2016;
-		tm.tm_mon = 11;
-		tm.tm_mday = 1;
-		epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS +
-			(int64) DetermineTimeZoneOffset(&tm, tz) * 1000;
+			/* local midnight; the offset returned counts seconds west of UTC */
+			memset(&tm, 0, sizeof(tm));
+			tm.tm_year = 2016;
+			tm.tm_mon = 11;
+			tm.tm_mday = 1;
+			epoch_ms = SHARDINGSPHERE_EPOCH_UTC_MS +
+				(int64) DetermineTimeZoneOffset(&tm, tz) * 1000;
+		}
 	}
 	l->name = l->name_buf;
 	l->epoch_ms = epoch_ms;

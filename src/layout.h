@@ -15,7 +15,10 @@
  *
  * ShardingSphere's epoch is local midnight in the default time zone of the
  * JVM that makes the IDs; "shardingsphere" is a JVM in UTC, and
- * "shardingsphere@ZONE" (LAYOUT_ZONE_PREFIX) one in another zone.
+ * "shardingsphere@ZONE" (LAYOUT_ZONE_PREFIX) one in another zone, at the
+ * offset the zone had on the epoch's day.  From release 5.4 the offset is
+ * the one in force when the JVM started: "shardingsphere@ZONE@DAY", whose
+ * layout is that fixed offset's.
  *
  *-------------------------------------------------------------------------
  */

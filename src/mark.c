@@ -25,11 +25,16 @@
  * reservations, read once, when recovery ends.
  *
  * Nothing computed under layout or settings that cannot be trusted is
- * written: such a node neither loads the file nor writes what it computes,
- * and keeps only the reservations it replays, as the records give them.
+ * written: such a node does not read the mark in its layout, and keeps
+ * only the reservations it replays, as the records give them.
  *
- * This file uses layouts, settings, persist.c and wal.c; generator.c, the
- * keeper and the SQL functions use it, never the other way round.
+ * The mark is part of the node's record (node.c), written under its lock:
+ * why the mark cannot be trusted, and whether recovery's floor is still to
+ * be applied, are facts node.c's state is made of.
+ *
+ * This file uses layouts, settings, node.c and wal.c; generator.c, the
+ * keeper, identity.c and the SQL functions use it, never the other way
+ * round.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,7 +54,7 @@
 
 #include "clock.h"
 #include "compat.h"
-#include "persist.h"
+#include "node.h"
 #include "settings.h"
 #include "state.h"
 #include "wal.h"
@@ -58,12 +63,6 @@
 #define KEEPER_WAIT_MS	5000
 
 GeneratorShared *snowflake_shared = NULL;
-
-/* this start recovers: a crash, a standby, a restore; set at shmem init */
-static bool recovering = false;
-
-/* the state file was absent at start */
-static bool file_absent = false;
 
 static uint32 wait_event_reserve = 0;
 
@@ -97,102 +96,121 @@ tick_ceiling(const SnowflakeLayout *l, int64 tick)
 						  layout_max_worker(l), layout_max_seq(l));
 }
 
-static void
-set_broken(const char *problem)
+/* The settings can be trusted, and the mark read in the layout in force. */
+static bool
+usable(void)
 {
-	snowflake_shared->state_broken = true;
-	strlcpy(snowflake_shared->state_problem, problem,
-			sizeof(snowflake_shared->state_problem));
+	return snowflake_shared != NULL && node_shared->disabled == REASON_NONE;
+}
+
+/* The mark can be trusted: the keeper may reserve, a shutdown record. */
+static bool
+trusted(void)
+{
+	return usable() && node_shared->mark_trouble == REASON_NONE &&
+		node_shared->file_trouble != REASON_STATE_UNREADABLE;
+}
+
+/* The state is beyond the layout in force: what ID, for the message. */
+static void
+beyond_layout(int64 id, const char *layout)
+{
+	node_shared->mark_trouble = REASON_STATE_BEYOND_LAYOUT;
+	node_shared->trouble_id = id;
+	strlcpy(node_shared->trouble_layout, layout, NAMEDATALEN);
+	node_publish();
 }
 
 /*
- * Make mark_id durable in the state file.  Called with the lock held.  The
- * mark is recorded as the layout's in force, or as the old layout's while
- * the state is still that layout's (nothing issued in this one since the
- * change), so that a restart still knows it.
+ * The record with mark_id as its mark.  The mark is recorded as the
+ * layout's in force, or as the old layout's while the state is still that
+ * layout's (nothing issued in this one since the change), so that a
+ * restart still knows it.  With the lock held.
  */
-static bool
-write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel)
+static void
+set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 {
-	PersistedMark m;
 	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
 		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from;
 
-	Assert(snowflake_shared->usable);
-	memset(&m, 0, sizeof(m));
-	m.mark_id = mark_id;
-	m.seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
-	strlcpy(m.layout, old_layout ? snowflake_shared->prev_layout : l->name, sizeof(m.layout));
-	if (!snowflake_shared->floor_done)
-		m.flags |= MARK_FLOOR_PENDING;
+	r->mark_id = mark_id;
+	r->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
+	strlcpy(r->layout, old_layout ? snowflake_shared->prev_layout : l->name, sizeof(r->layout));
+	r->flags &= ~(RECORD_FLOOR_PENDING | RECORD_LEGACY_GONE);
+	if (node_shared->floor_pending)
+		r->flags |= RECORD_FLOOR_PENDING;
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
-		m.flags |= MARK_LEGACY_GONE;
-	m.undo_floor = snowflake_shared->undo_floor;
-	return persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m),
-							  &snowflake_shared->writes, elevel);
+		r->flags |= RECORD_LEGACY_GONE;
+	r->undo_floor = snowflake_shared->undo_floor;
 }
 
 /*
- * Set the state from the mark the file holds, at server start.  Every value
- * is checked against the layout in force before it is used.
+ * Make mark_id durable in the state file.  With the lock held.  own: the
+ * node issues IDs up to it under its own policy, whose lead it records.
+ */
+static bool
+write_mark(const SnowflakeLayout *l, int64 mark_id, int elevel, bool own)
+{
+	NodeRecord	next = node_shared->rec;
+
+	Assert(usable());
+	set_mark(l, mark_id, &next);
+	if (own)
+		next.lead_ms = settings_max_lead_ms();
+	return node_save(&next, SAVE_STATE, elevel);
+}
+
+/*
+ * Set the state from the mark the record holds, at server start.  Every
+ * value is checked against the layout in force before it is used.
  */
 static void
 load_mark(const SnowflakeLayout *l)
 {
-	PersistedMark m;
-	const char *problem = NULL;
-	static char buf[128];
+	const NodeRecord *m = &node_shared->rec;
 
-	switch (persist_read_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m),
-							  &snowflake_shared->writes, &problem))
+	if (node_shared->mark_trouble != REASON_NONE ||
+		node_shared->file_trouble == REASON_STATE_UNREADABLE || m->mark_id == 0)
+		return;
+	if (memchr(m->layout, '\0', sizeof(m->layout)) == NULL || m->layout[0] == '\0' ||
+		m->mark_id < 0 || m->seen_unix_ms < 0 || m->seen_unix_ms > LAYOUT_MAX_UNIX_MS)
 	{
-		case MARK_ABSENT:
-			file_absent = true;
-			return;
-		case MARK_BROKEN:
-		case MARK_UNREADABLE:
-			set_broken(problem);
-			return;
-		case MARK_OK:
-			break;
-	}
-
-	if (memchr(m.layout, '\0', sizeof(m.layout)) == NULL || m.layout[0] == '\0' ||
-		m.mark_id <= 0 || m.seen_unix_ms < 0 || m.seen_unix_ms > LAYOUT_MAX_UNIX_MS)
-	{
-		set_broken("it holds values no snowflake layout can have made");
+		node_shared->mark_trouble = REASON_STATE_DAMAGED;
+		ereport(WARNING,
+				(errmsg("snowflake state file \"%s\" is damaged: it holds values no snowflake layout can have made",
+						SNOWFLAKE_STATE_FILE)));
 		return;
 	}
-	if (m.flags & MARK_FLOOR_PENDING)
-		recovering = true;
-	if (m.flags & MARK_LEGACY_GONE)
+	if (m->flags & RECORD_FLOOR_PENDING)
+		node_shared->floor_pending = true;
+	if (m->flags & RECORD_LEGACY_GONE)
 		snowflake_shared->legacy_state = LEGACY_GONE;
-	if (strcmp(m.layout, l->name) != 0)
-		strlcpy(snowflake_shared->prev_layout, m.layout, NAMEDATALEN);
-	if (m.mark_id >= layout_max_id(l))
+	if (strcmp(m->layout, l->name) != 0)
+		strlcpy(snowflake_shared->prev_layout, m->layout, NAMEDATALEN);
+	if (m->mark_id >= layout_max_id(l))
 	{
 		/* no ID of this layout is greater than the mark */
-		snprintf(buf, sizeof(buf),
-				 "its mark " INT64_FORMAT " (layout \"%s\") is at or beyond the largest ID of layout \"%s\"",
-				 m.mark_id, m.layout, l->name);
-		set_broken(buf);
+		beyond_layout(m->mark_id, m->layout);
 		return;
 	}
 
-	pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) m.mark_id);
-	if (m.undo_floor > 0 && m.undo_floor < m.mark_id)
-		snowflake_shared->undo_floor = m.undo_floor;
-	pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) m.mark_id);
-	pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) m.mark_id);
+	pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) m->mark_id);
+	if (m->undo_floor > 0 && m->undo_floor < m->mark_id)
+		snowflake_shared->undo_floor = m->undo_floor;
+	pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) m->mark_id);
+	pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) m->mark_id);
 	pg_atomic_write_u64(&snowflake_shared->seen_tick,
-						(uint64) Max(0, layout_unix_ms_to_tick(l, m.seen_unix_ms)));
+						(uint64) Max(0, layout_unix_ms_to_tick(l, m->seen_unix_ms)));
 	if (snowflake_shared->prev_layout[0] != '\0')
 		ereport(LOG,
 				(errmsg("snowflake layout changed from \"%s\" to \"%s\"; new IDs continue above " INT64_FORMAT,
-						m.layout, l->name, m.mark_id)));
+						m->layout, l->name, m->mark_id)));
 }
 
-/* Called by the postmaster with AddinShmemInitLock held. */
+/*
+ * Called by the postmaster with AddinShmemInitLock held, after node.c and
+ * identity.c have read the record.
+ */
 void
 mark_shmem_init(void)
 {
@@ -209,20 +227,14 @@ mark_shmem_init(void)
 	pg_atomic_init_u64(&s->seen_tick, 0);
 	pg_atomic_init_u64(&s->extend_at, 0);
 	pg_atomic_init_u64(&s->reserved, 0);
-	pg_atomic_init_u32(&s->worker, (uint32) snowflake_worker_id);
+	pg_atomic_init_u32(&s->worker, (uint32) WORKER_ID_UNSET);
 	pg_atomic_init_u64(&s->requested, 0);
-	s->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	ConditionVariableInit(&s->renewed);
 	s->keeper_latch = NULL;
 	s->legacy_state = LEGACY_UNKNOWN;
 	s->legacy_mark = 0;
-	s->keeper_problem[0] = '\0';
-	s->usable = settings_problem() == NULL;
-	s->floor_done = false;
-	s->state_broken = false;
-	s->state_problem[0] = '\0';
+	s->origin_failed = false;
 	s->prev_layout[0] = '\0';
-	s->writes = 0;
 	s->undo_floor = 0;
 	pg_atomic_init_u64(&s->back_counted_tick, 0);
 	pg_atomic_init_u64(&s->clock_back_events, 0);
@@ -237,58 +249,42 @@ mark_shmem_init(void)
 		pg_atomic_init_u64(&s->slots[i].c.refused, 0);
 	}
 
-	if (IsBinaryUpgrade)
-	{
-		/*
-		 * pg_upgrade's servers issue no ID and must leave the state file as
-		 * it is: neither read nor written, and every generator refuses.
-		 */
-		s->usable = false;
-		pg_atomic_write_u32(&s->worker, (uint32) WORKER_ID_UNSET);
-	}
-	else if (!s->usable)
-	{
+	if (node_shared->disabled == REASON_SETTINGS_REJECTED)
 		ereport(WARNING,
 				(errmsg("snowflake cannot generate IDs: %s", settings_problem()),
-				 errdetail("Every snowflake generator of this server refuses until the configuration is fixed and the server restarted; \"%s\" is left as it is.",
-						   SNOWFLAKE_MARK_FILE)));
-		pg_atomic_write_u32(&s->worker, (uint32) WORKER_ID_UNSET);
-	}
-	else
+				 errdetail("Every snowflake generator of this server refuses until the configuration is fixed and the server restarted; the reservations it replays are kept in \"%s\".",
+						   SNOWFLAKE_STATE_FILE)));
+	else if (usable())
 	{
 		bool		crc_ok = false;
 		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
 
-		recovering = !crc_ok || cf->state != DB_SHUTDOWNED ||
+		/*
+		 * The floor is pending after recovery and without a mark; until
+		 * the keeper has applied it, a restart must do it again, even
+		 * after a clean shutdown: the evidence of recovery (signal files,
+		 * pg_control's state) is gone by then.
+		 */
+		node_shared->floor_pending = !crc_ok || cf->state != DB_SHUTDOWNED ||
 			access("standby.signal", F_OK) == 0 ||
 			access("recovery.signal", F_OK) == 0 ||
-			access("backup_label", F_OK) == 0;
+			access("backup_label", F_OK) == 0 ||
+			node_shared->rec.mark_id == 0;
 		pfree(cf);
 		load_mark(l);
-
-		/*
-		 * Until the keeper has raised the state to what recovery finds, a
-		 * restart must do it again, even after a clean shutdown: the
-		 * evidence of recovery (signal files, pg_control's state) is gone
-		 * by then.
-		 */
-		if (!s->state_broken && (recovering || file_absent))
-			(void) write_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), LOG);
-		if (s->state_broken)
-			ereport(WARNING,
-					(errmsg("snowflake state file \"%s\" cannot be used: %s",
-							SNOWFLAKE_MARK_FILE, s->state_problem),
-					 errdetail("The generator refuses to issue IDs until it is repaired with snowflake_repair_state().")));
-		else if (snowflake_worker_id == WORKER_ID_UNSET)
+		s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
+		if (trusted())
+			set_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), &node_shared->rec);
+		if (snowflake_worker_id == WORKER_ID_UNSET)
 			ereport(WARNING,
 					(errmsg("snowflake.worker_id is not set: this server generates no snowflake IDs"),
 					 errhint("Give every node a worker id of its own in postgresql.conf and reload.")));
-		else
+		else if (trusted())
 			ereport(LOG,
 					(errmsg("snowflake: worker id %d, layout \"%s\", IDs continue above " INT64_FORMAT "%s",
 							snowflake_worker_id, l->name,
 							(int64) pg_atomic_read_u64(&s->last_id),
-							recovering || file_absent ? " and above what recovery finds" : "")));
+							node_shared->floor_pending ? " and above what recovery finds" : "")));
 	}
 	s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 
@@ -302,16 +298,11 @@ mark_shmem_init(void)
  * Called with the lock held.
  */
 static bool
-apply_floor(const SnowflakeLayout *l, int64 floor_id)
+apply_floor(const SnowflakeLayout *l, int64 floor_id, const char *layout)
 {
-	static char buf[128];
-
 	if (floor_id >= layout_max_id(l))
 	{
-		snprintf(buf, sizeof(buf),
-				 "the reservation " INT64_FORMAT " logged in WAL is at or beyond the largest ID of layout \"%s\"",
-				 floor_id, l->name);
-		set_broken(buf);
+		beyond_layout(floor_id, layout);
 		return false;
 	}
 	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
@@ -322,113 +313,71 @@ apply_floor(const SnowflakeLayout *l, int64 floor_id)
 }
 
 /*
- * A reservation replayed where the settings cannot be trusted (a standby
- * started with a setting it rejected): nothing is computed in the layout
- * in force, but the mark itself, an ID and the layout it belongs to as the
- * record says, is kept in the state file, so that the start that can use
- * the file (the setting fixed) continues above it.  A file that cannot be
- * read is left as it is; it is refused as damaged at that start.
- */
-static void
-keep_replayed_raw(int64 mark, const char *layout, bool *warned)
-{
-	PersistedMark m;
-	uint64		writes = 0;
-	const char *problem = NULL;
-
-	switch (persist_read_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m), &writes, &problem))
-	{
-		case MARK_ABSENT:
-			memset(&m, 0, sizeof(m));
-			m.flags = MARK_FLOOR_PENDING;
-			break;
-		case MARK_OK:
-			if (mark <= m.mark_id)
-				return;
-			break;
-		case MARK_BROKEN:
-		case MARK_UNREADABLE:
-			if (!*warned)
-				ereport(WARNING,
-						(errmsg("snowflake cannot keep the reservations it replays: state file \"%s\" %s",
-								SNOWFLAKE_MARK_FILE, problem)));
-			*warned = true;
-			return;
-	}
-	m.mark_id = mark;
-	strlcpy(m.layout, layout, sizeof(m.layout));
-	m.undo_floor = 0;
-	if (!persist_write_file(SNOWFLAKE_MARK_FILE, &m, sizeof(m), &writes, LOG))
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
-						mark, SNOWFLAKE_MARK_FILE)));
-	if (!*warned)
-		ereport(LOG,
-				(errmsg("snowflake keeps the reservations it replays in \"%s\" while it cannot generate: %s",
-						SNOWFLAKE_MARK_FILE,
-						settings_problem() ? settings_problem() : "its settings are unusable")));
-	*warned = true;
-}
-
-/*
  * Replay of a reservation, in the startup process: no ID above the mark
  * was issued, and IDs up to it may have been.  The state rises to it and
  * the state file holds it before replay goes on, so that no restartpoint
  * passes a record whose mark the file lacks.  A failed write stops
- * recovery: going on would lose the mark at the next restart.
+ * recovery: going on would lose the mark at the next restart.  Where the
+ * settings cannot be trusted (a standby started with a setting it
+ * rejected), nothing is computed in the layout in force: the mark itself,
+ * an ID and the layout it belongs to as the record says, is kept, so that
+ * the start with the setting fixed continues above it.
  */
 void
-mark_replay(int64 mark, const char *layout)
+mark_replay(int64 mark, const char *layout, int64 lead_ms)
 {
 	const SnowflakeLayout *l = snowflake_layout;
-	static bool warned = false;
+	NodeRecord	next;
 
-	if (snowflake_shared == NULL || IsBinaryUpgrade)
+	if (snowflake_shared == NULL || node_shared->disabled == REASON_BINARY_UPGRADE)
 		return;
-	if (!snowflake_shared->usable)
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	if (!usable())
 	{
-		keep_replayed_raw(mark, layout, &warned);
-		return;
+		if (mark > next.mark_id && node_shared->mark_trouble == REASON_NONE &&
+			node_shared->file_trouble != REASON_STATE_UNREADABLE)
+		{
+			next.lead_ms = lead_ms;
+			next.mark_id = mark;
+			strlcpy(next.layout, layout, sizeof(next.layout));
+			next.undo_floor = 0;
+			if (next.mark_id != node_shared->rec.mark_id && node_shared->rec.mark_id == 0)
+				next.flags |= RECORD_FLOOR_PENDING;
+			if (!node_save(&next, SAVE_STATE, LOG))
+				ereport(ERROR,
+						(errcode_for_file_access(),
+						 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
+								mark, SNOWFLAKE_STATE_FILE)));
+		}
 	}
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
+	else if (mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
 	{
 		/* the state is now that record's: of its layout, or of ours */
 		if (strcmp(layout, l->name) != 0)
 			strlcpy(snowflake_shared->prev_layout, layout, NAMEDATALEN);
 		else
 			snowflake_shared->prev_layout[0] = '\0';
-		if (apply_floor(l, mark) && !snowflake_shared->state_broken)
+		if (apply_floor(l, mark, layout) && trusted())
 		{
 			snowflake_shared->undo_floor = 0;
-			(void) write_mark(l, mark, ERROR);
+			set_mark(l, mark, &next);
+			/* how far its primary's IDs may lead its clock, for a floor */
+			next.lead_ms = lead_ms;
+			(void) node_save(&next, SAVE_STATE, ERROR);
 			atomic_raise(&snowflake_shared->reserved, (uint64) mark);
 			atomic_raise(&snowflake_shared->extend_at, (uint64) mark);
 		}
 	}
-	LWLockRelease(snowflake_shared->lock);
+	LWLockRelease(node_shared->lock);
 }
 
+/* Refuse for why the mark cannot be trusted. */
 static void
-refuse_broken(void)
+refuse_mark(void)
 {
-	if (snowflake_shared->prev_layout[0] != '\0' &&
-		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
-						snowflake_layout->name, snowflake_shared->prev_layout),
-				 errdetail("The state file \"%s\" says: %s.", SNOWFLAKE_MARK_FILE,
-						   snowflake_shared->state_problem),
-				 errhint("Go back to snowflake.layout = '%s', or choose a layout with room above that ID.",
-						 snowflake_shared->prev_layout)));
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_CORRUPTED),
-			 errmsg("snowflake state file \"%s\" cannot be used: %s",
-					SNOWFLAKE_MARK_FILE, snowflake_shared->state_problem),
-			 errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs."),
-			 errhint("As a superuser, run SELECT snowflake.snowflake_repair_state(above => ...) with the largest ID your tables hold; IDs then continue above it and above every reservation replayed from WAL since the server started.")));
+	node_refuse_state(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
+					  REASON_STATE_UNREADABLE : node_shared->mark_trouble);
 }
 
 /*
@@ -453,27 +402,19 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 	deadline = clock_monotonic_us() + KEEPER_WAIT_MS * INT64CONST(1000);
 	for (;;)
 	{
-		if (snowflake_shared->state_broken)
+		if (!trusted())
 		{
 			ConditionVariableCancelSleep();
-			refuse_broken();
+			refuse_mark();
 		}
-		if (snowflake_shared->floor_done &&
+		if (!node_shared->floor_pending &&
 			(uint64) id <= pg_atomic_read_u64(&snowflake_shared->reserved))
 			break;
 		if (clock_monotonic_us() > deadline)
 		{
 			ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake reservation was not renewed within %d ms", KEEPER_WAIT_MS),
-					 snowflake_shared->keeper_problem[0] ?
-					 errdetail("The background worker \"snowflake keeper\" could not make it durable: %s",
-							   snowflake_shared->keeper_problem) :
-					 errdetail("The background worker \"snowflake keeper\" makes every reservation durable, in \"%s\" and in WAL, before IDs may use it.",
-							   SNOWFLAKE_MARK_FILE),
-					 errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write \"%s\" or log in WAL.",
-							 SNOWFLAKE_MARK_FILE)));
+			node_refuse(snowflake_shared->origin_failed ?
+						REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE, NULL);
 		}
 		if (snowflake_shared->keeper_latch)
 			SetLatch(snowflake_shared->keeper_latch);
@@ -493,19 +434,17 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 bool
 mark_legacy_wanted(void)
 {
-	return snowflake_shared != NULL && snowflake_shared->usable &&
-		!snowflake_shared->state_broken &&
-		snowflake_shared->legacy_state != LEGACY_GONE;
+	return trusted() && snowflake_shared->legacy_state != LEGACY_GONE;
 }
 
 /* The origin worker found the origin at mark, or found none (mark 0). */
 void
 mark_legacy_found(bool found, int64 mark)
 {
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	snowflake_shared->legacy_mark = mark;
 	snowflake_shared->legacy_state = found ? LEGACY_PRESENT : LEGACY_GONE;
-	LWLockRelease(snowflake_shared->lock);
+	LWLockRelease(node_shared->lock);
 	if (snowflake_shared->keeper_latch)
 		SetLatch(snowflake_shared->keeper_latch);
 }
@@ -524,14 +463,14 @@ mark_legacy_may_drop(void)
 void
 mark_legacy_gone(void)
 {
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	snowflake_shared->legacy_state = LEGACY_GONE;
-	if (!snowflake_shared->state_broken)
+	if (trusted())
 		(void) write_mark(snowflake_layout,
 						  Max(1, (int64) Max(pg_atomic_read_u64(&snowflake_shared->reserved),
 											 pg_atomic_read_u64(&snowflake_shared->last_id))),
-						  WARNING);
-	LWLockRelease(snowflake_shared->lock);
+						  WARNING, false);
+	LWLockRelease(node_shared->lock);
 }
 
 /*
@@ -547,44 +486,39 @@ mark_keeper_start(bool legacy_failed)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 
-	if (snowflake_shared == NULL || !snowflake_shared->usable)
+	if (!usable())
 		return;
 	snowflake_shared->keeper_latch = MyLatch;
-	if (snowflake_shared->floor_done)
+	if (!node_shared->floor_pending)
 		return;
 
-	if ((recovering || file_absent) && !snowflake_shared->state_broken &&
-		snowflake_shared->legacy_state == LEGACY_UNKNOWN)
+	if (trusted() && snowflake_shared->legacy_state == LEGACY_UNKNOWN)
 	{
-		if (legacy_failed)
-			strlcpy(snowflake_shared->keeper_problem,
-					"the floor after recovery needs replication origin \"" SNOWFLAKE_LEGACY_ORIGIN "\", and the worker that reads it failed (see the server log)",
-					sizeof(snowflake_shared->keeper_problem));
+		snowflake_shared->origin_failed = legacy_failed;
 		return;
 	}
 
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (!snowflake_shared->floor_done && !snowflake_shared->state_broken)
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	if (node_shared->floor_pending && trusted())
 	{
-		/* after a clean shutdown the file holds the exact last ID */
-		if ((recovering || file_absent) &&
-			snowflake_shared->legacy_state == LEGACY_PRESENT)
-			(void) apply_floor(l, snowflake_shared->legacy_mark);
-		snowflake_shared->floor_done = true;
-		snowflake_shared->keeper_problem[0] = '\0';
+		int64		mark;
+
+		if (snowflake_shared->legacy_state == LEGACY_PRESENT)
+			(void) apply_floor(l, snowflake_shared->legacy_mark, l->name);
+		snowflake_shared->origin_failed = false;
 		/* durable, and no longer pending, before anything is issued above */
-		if (!snowflake_shared->state_broken)
+		node_shared->floor_pending = false;
+		mark = Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id));
+		if (trusted() && write_mark(l, mark, WARNING, false))
 		{
-			int64		mark = Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id));
-
-			if ((recovering || file_absent) && write_mark(l, mark, WARNING))
-			{
-				pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
-				pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
-			}
+			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
+			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
 		}
+		else
+			node_shared->floor_pending = true;
+		node_publish();
 	}
-	LWLockRelease(snowflake_shared->lock);
+	LWLockRelease(node_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
 }
 
@@ -599,13 +533,13 @@ mark_keep_ahead(void)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		target;
-	int64		w = window_ticks(l);
+	int64		w;
 	int64		tick;
 	int64		mark;
 
-	if (snowflake_shared == NULL || !snowflake_shared->usable ||
-		snowflake_shared->state_broken || !snowflake_shared->floor_done)
+	if (!trusted() || node_shared->floor_pending)
 		return;
+	w = window_ticks(l);
 	if (snowflake_shared->legacy_state == LEGACY_PRESENT)
 	{
 		/*
@@ -614,7 +548,7 @@ mark_keep_ahead(void)
 		 */
 		mark = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				   (int64) pg_atomic_read_u64(&snowflake_shared->reserved));
-		wal_log_reservation(mark, l->name);
+		wal_log_reservation(mark, l->name, settings_max_lead_ms());
 		snowflake_shared->legacy_state = LEGACY_COVERED;
 	}
 	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
@@ -626,16 +560,16 @@ mark_keep_ahead(void)
 		return;
 
 	mark = tick_ceiling(l, tick + w);
-	wal_log_reservation(mark, l->name);
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
+	wal_log_reservation(mark, l->name, settings_max_lead_ms());
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	/* a repair meanwhile may have moved the state above the mark */
-	if (!snowflake_shared->state_broken &&
+	if (trusted() &&
 		mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id) &&
 		mark > (int64) pg_atomic_read_u64(&snowflake_shared->reserved))
 	{
 		/* IDs go above a repair: it can no longer be undone */
 		snowflake_shared->undo_floor = 0;
-		if (write_mark(l, mark, WARNING))
+		if (write_mark(l, mark, WARNING, true))
 		{
 			/* only now may IDs up to the new mark be handed out */
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
@@ -643,7 +577,7 @@ mark_keep_ahead(void)
 								(uint64) tick_ceiling(l, tick + w / 2));
 		}
 	}
-	LWLockRelease(snowflake_shared->lock);
+	LWLockRelease(node_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
 }
 
@@ -657,46 +591,44 @@ mark_keeper_exit(void)
 
 /*
  * Make a worker id the node's, in one step that every backend sees at its
- * next ID.  Called by the postmaster when it reads its configuration.
+ * next ID.  Called by the postmaster when it reads its configuration, and
+ * by identity.c when the node's state changes.
  */
 void
 mark_publish_worker(int worker)
 {
-	if (snowflake_shared == NULL || !snowflake_shared->usable)
+	if (!usable())
 		return;
 	pg_atomic_write_u32(&snowflake_shared->worker, (uint32) worker);
 }
 
 /*
- * The operator's way out of a damaged state file: continue above the
- * largest of the given ID, the reservations replayed since the server
- * started, 1.1's origin if it is still there and whatever the node still
- * holds, and write a new file.  Returns the ID that new IDs continue above.
+ * The operator's way out of a damaged state file, and the floor of a
+ * confirmation: continue above the largest of the given ID, the
+ * reservations replayed since the server started, 1.1's origin if it is
+ * still there and whatever the node still holds.  Sets next's mark and
+ * returns the ID that new IDs continue above; mark_repair_save() then
+ * makes it durable and puts it in force.  With the lock held; an ERROR
+ * leaves everything as it was.
  *
  * A repair that raises the state remembers the last ID before it, which
  * bounds every ID the node issued, until the first reservation above it.
- * Until then, lower undoes it: what the node holds is dropped, and the
- * state goes down to the larger of the given ID and that bound.  log: the
- * floor comes from outside this node's WAL (another cluster's IDs), so it
- * is logged, and a standby continues above it too.
+ * Until then, lower undoes it: the state goes down to the larger of the
+ * given ID and that bound.  log: the floor comes from outside this node's
+ * WAL (another cluster's IDs), so it is logged, and a standby continues
+ * above it too.
  */
 int64
-mark_repair(int64 above, bool lower, bool log)
+mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 {
 	const SnowflakeLayout *l = snowflake_layout;
-	int64		last;
+	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 	int64		legacy = 0;
 	int64		reserved = 0;
-	int64		bound;
-	int64		mark;
+	int64		undo = snowflake_shared->undo_floor;
 
-	settings_require_usable();
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("snowflake state cannot be repaired during recovery"),
-				 errdetail("A standby takes its state from the reservations it replays."),
-				 errhint("Run it on the primary, or on this server once it is promoted.")));
+	if (node_shared->file_trouble == REASON_STATE_UNREADABLE)
+		refuse_mark();
 	if (above < 0 || above >= layout_max_id(l))
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
@@ -704,7 +636,9 @@ mark_repair(int64 above, bool lower, bool log)
 						above, l->name),
 				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
 						   layout_max_id(l))));
-
+	/* a state beyond the layout is no floor a repair could go above */
+	if (node_shared->mark_trouble == REASON_STATE_BEYOND_LAYOUT)
+		refuse_mark();
 	switch (wal_legacy_mark(&legacy))
 	{
 		case LEGACY_BUSY:
@@ -726,95 +660,137 @@ mark_repair(int64 above, bool lower, bool log)
 		default:
 			break;
 	}
-	LWLockAcquire(snowflake_shared->lock, LW_EXCLUSIVE);
-	if (snowflake_shared->state_broken && snowflake_shared->prev_layout[0] != '\0' &&
-		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
+	if (legacy >= layout_max_id(l))
 	{
-		LWLockRelease(snowflake_shared->lock);
-		refuse_broken();
+		beyond_layout(legacy, l->name);
+		refuse_mark();
 	}
 	/* a reservation made before bounds IDs that backends may still issue */
-	if (!snowflake_shared->state_broken)
+	if (node_shared->mark_trouble == REASON_NONE)
 		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	if (lower)
 	{
-		int64		undo = snowflake_shared->undo_floor;
-
-		if (undo <= 0 || snowflake_shared->state_broken ||
-			(int64) pg_atomic_read_u64(&snowflake_shared->last_id) != snowflake_shared->resumed_from)
+		if (undo <= 0 || node_shared->mark_trouble != REASON_NONE ||
+			last != snowflake_shared->resumed_from)
 		{
-			LWLockRelease(snowflake_shared->lock);
+			if (undo <= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, above),
+						 errdetail("No repair of this node is waiting to be undone, and nothing else bounds the IDs it issued below its state."),
+						 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, above),
-					 undo <= 0 ?
-					 errdetail("No repair of this node is waiting to be undone, and nothing else bounds the IDs it issued below its state.") :
 					 errdetail("The node issued IDs after it resumed at " INT64_FORMAT "; new IDs stay above them.",
 							   snowflake_shared->resumed_from),
 					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
 		}
-
-		/*
-		 * A backend that read the old state must ask for a reservation: the
-		 * barrier orders the lowered words before the lowered last ID, which
-		 * the generator reads first.
-		 */
-		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
-		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
-		pg_write_barrier();
-		pg_atomic_write_u64(&snowflake_shared->last_id, (uint64) Max(above, undo));
-		snowflake_shared->undo_floor = 0;
+		last = Max(above, undo);
 		reserved = 0;
+		undo = 0;
 	}
-	(void) apply_floor(l, legacy);
-	if (snowflake_shared->state_broken &&
-		strstr(snowflake_shared->state_problem, "beyond the largest ID") != NULL)
-	{
-		LWLockRelease(snowflake_shared->lock);
-		refuse_broken();
-	}
-	bound = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id), reserved);
-	atomic_raise(&snowflake_shared->last_id, (uint64) above);
-	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	last = Max(Max(last, legacy), above);
 	/* a raise remembers what bounds every ID below it, the first one's */
-	if (!lower && last > bound && bound > 0 && snowflake_shared->undo_floor == 0)
-		snowflake_shared->undo_floor = bound;
+	if (!lower && last > Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id), reserved) &&
+		pg_atomic_read_u64(&snowflake_shared->last_id) > 0 && undo == 0)
+		undo = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id), reserved);
 
 	/*
-	 * A new file, whole, whatever the old one holds, no longer pending.  It
+	 * A new record, whatever the old one holds, no longer pending.  It
 	 * covers the reservation in force, which backends may be using; beyond
 	 * that it reserves nothing above the last ID: the keeper logs the next
 	 * reservation first.
 	 */
-	mark = Max(Max(last, reserved), 1);
-	/* a floor from outside this node's WAL reaches its standbys too */
 	if (log)
-		wal_log_reservation(mark, l->name);
-	snowflake_shared->writes = 0;
-	snowflake_shared->floor_done = true;
-	if (!write_mark(l, mark, WARNING))
+		wal_log_reservation(Max(Max(last, reserved), 1), l->name, settings_max_lead_ms());
+	next->mark_id = Max(Max(last, reserved), 1);
+	next->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
+	strlcpy(next->layout, l->name, sizeof(next->layout));
+	next->flags &= ~(RECORD_FLOOR_PENDING | RECORD_LEGACY_GONE);
+	if (snowflake_shared->legacy_state == LEGACY_GONE)
+		next->flags |= RECORD_LEGACY_GONE;
+	next->undo_floor = undo;
+	next->lead_ms = settings_max_lead_ms();
+	return last;
+}
+
+/*
+ * Make a repair's record durable, written anew, and only then put its
+ * mark in force; an ERROR if it cannot be written, with nothing changed.
+ * With the lock held.  lower: the repair undoes an earlier one, and takes
+ * the last ID down to last; any other repair only raises it, since
+ * backends go on issuing IDs above the last ID it read.
+ */
+void
+mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
+{
+	NodeReason	trouble = node_shared->mark_trouble;
+	bool		pending = node_shared->floor_pending;
+	int64		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
+	int64		extend_at = (int64) pg_atomic_read_u64(&snowflake_shared->extend_at);
+	uint64		before = (uint64) snowflake_shared->resumed_from;
+	bool		down = trouble != REASON_NONE || lower;
+
+	if (down)
 	{
-		LWLockRelease(snowflake_shared->lock);
+		/*
+		 * Every backend must now wait for a reservation, which the keeper
+		 * cannot make while the lock is held; the last ID goes down only if
+		 * no ID was issued since the repair checked it.  A backend that
+		 * read the old words loses its compare-and-swap to ours.
+		 */
+		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
+		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
+		pg_write_barrier();
+		if (lower &&
+			!pg_atomic_compare_exchange_u64(&snowflake_shared->last_id, &before, (uint64) last))
+		{
+			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) reserved);
+			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) extend_at);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, last),
+					 errdetail("The node issued IDs while the repair ran; new IDs stay above them."),
+					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
+		}
+	}
+
+	/* the repair replaces a damaged file: it is written, not left alone */
+	node_shared->mark_trouble = REASON_NONE;
+	node_shared->floor_pending = false;
+	node_shared->state_writes = 0;
+	if (!node_save(next, node_part ? SAVE_BOTH : SAVE_STATE, WARNING))
+	{
+		node_shared->mark_trouble = trouble;
+		node_shared->floor_pending = pending;
+		if (down)
+		{
+			/* nothing was issued meanwhile: every backend waited */
+			if (lower)
+				atomic_raise(&snowflake_shared->last_id, before);
+			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) reserved);
+			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) extend_at);
+		}
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not write snowflake state file \"%s\"", SNOWFLAKE_MARK_FILE),
-				 errhint("The server log says why; the node goes on refusing until a repair succeeds.")));
+				 errmsg("could not write the snowflake node's record"),
+				 errhint("The server log says which file and why; the node goes on as it was.")));
 	}
-	if (reserved <= last)
+	atomic_raise(&snowflake_shared->last_id, (uint64) last);
+	if (down || reserved <= last)
 	{
 		pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) last);
 		pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) last);
 	}
+	snowflake_shared->undo_floor = next->undo_floor;
 	snowflake_shared->resumed_from = last;
-	snowflake_shared->state_broken = false;
-	snowflake_shared->state_problem[0] = '\0';
-	LWLockRelease(snowflake_shared->lock);
+	snowflake_shared->prev_layout[0] = '\0';
+	node_publish();
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
-
 	ereport(LOG,
 			(errmsg("snowflake state file \"%s\" rewritten: new IDs continue above " INT64_FORMAT,
-					SNOWFLAKE_MARK_FILE, last)));
-	return last;
+					SNOWFLAKE_STATE_FILE, last)));
 }
 
 /*
@@ -828,14 +804,13 @@ mark_shutdown(int code, Datum arg)
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
 
-	if (code != 0 || snowflake_shared == NULL || !snowflake_shared->usable ||
-		snowflake_shared->state_broken || !snowflake_shared->floor_done)
+	if (code != 0 || !trusted() || node_shared->floor_pending)
 		return;
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 	if (last > snowflake_shared->resumed_from)
 	{
 		/* IDs were issued above a repair: it can no longer be undone */
 		snowflake_shared->undo_floor = 0;
-		(void) write_mark(l, last, LOG);
+		(void) write_mark(l, last, LOG, true);
 	}
 }

@@ -40,7 +40,7 @@
 
 #define STATE_MAGIC		0x534E4F57	/* "SNOW" */
 #define SLOT_SIZE		512
-#define MAX_PAYLOAD		256
+#define MAX_PAYLOAD		480
 
 /* version 1 (snowflake 1.0): one record, no counter, read for upgrades */
 typedef struct HeaderV1

@@ -39,7 +39,7 @@ const SnowflakeLayout *snowflake_layout = NULL;
 
 void		(*settings_worker_assigned) (int worker) = NULL;
 
-/* snowflake.layout: a preset, custom or shardingsphere@ZONE */
+/* snowflake.layout: a preset, custom or shardingsphere@ZONE[@DAY] */
 static char *layout_setting = NULL;
 
 /* snowflake.layout = custom: the layout the custom_* settings describe */
@@ -88,6 +88,21 @@ settings_problem(void)
 	return problem[0] ? problem : NULL;
 }
 
+/*
+ * How far ahead of the clock the policy lets the node's last ID be and
+ * still issue IDs, by running ahead or by a wait.
+ */
+int64
+settings_max_lead_ms(void)
+{
+	/* -1 runs ahead as far as the cap, no further */
+	if (snowflake_max_run_ahead_ms < 0)
+		return RUN_AHEAD_CAP_MS;
+	/* a call waits for the clock up to a second (state.h's window) */
+	return Max((int64) snowflake_max_run_ahead_ms,
+			   Max((int64) snowflake_max_clock_backward_ms, 1000));
+}
+
 /* Refuse to generate (or decode in the server's layout) when it is unusable. */
 void
 settings_require_usable(void)
@@ -114,10 +129,10 @@ build_custom_layout(void)
 }
 
 #define LAYOUT_CHOICES_HINT \
-	"Available values: %s, custom, shardingsphere@ZONE (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00)."
+	"Available values: %s, custom, shardingsphere@ZONE and shardingsphere@ZONE@YYYY-MM-DD (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00; YYYY-MM-DD: the day a JVM of ShardingSphere 5.4 or later started)."
 
 /*
- * Accept a preset, "custom" or "shardingsphere@ZONE", and store its
+ * Accept a preset, "custom" or "shardingsphere@ZONE[@DAY]", and store its
  * canonical name (so SHOW gives the preset's name as written in the list,
  * and the state file and WAL the zone as the time zone database spells
  * it).  A zone layout is built here, into extra, where assign_layout()
@@ -144,7 +159,7 @@ check_layout(char **newval, void **extra, GucSource source)
 		{
 			compat_guc_free(l);
 			GUC_check_errdetail("%s", why);
-			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive.");
+			GUC_check_errhint("Write ZONE as a time zone name such as Asia/Shanghai (pg_timezone_names lists them) or as a UTC offset such as +08:00, east of UTC positive; for ShardingSphere 5.4 or later, add the day the JVM started, as in shardingsphere@Asia/Shanghai@2026-07-01.");
 			return false;
 		}
 		*extra = l;
@@ -196,10 +211,17 @@ assign_layout(const char *newval, void *extra)
 		snowflake_layout = layout_find(newval);
 }
 
+/* the layout whose worker field bounds snowflake.worker_id */
+static const SnowflakeLayout *
+worker_layout(void)
+{
+	return snowflake_layout ? snowflake_layout : layout_default();
+}
+
 static bool
 check_worker_id(int *newval, void **extra, GucSource source)
 {
-	const SnowflakeLayout *l = snowflake_layout ? snowflake_layout : layout_default();
+	const SnowflakeLayout *l = worker_layout();
 
 	if (*newval > layout_max_worker(l))
 	{
@@ -270,7 +292,7 @@ define_start_settings(void)
 
 	DefineCustomStringVariable("snowflake.layout",
 							   "Layout of the IDs this node generates and decodes by default.",
-							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE.",
+							   "Presets reproduce the ID formats of ShardingSphere, Twitter, Discord, Instagram and Sonyflake, and a layout whose IDs stay below 2^53 for JavaScript; shardingsphere@ZONE is ShardingSphere's for a JVM whose default time zone is ZONE (releases up to 5.3), shardingsphere@ZONE@YYYY-MM-DD for one of release 5.4 or later started that day.",
 							   &layout_setting,
 							   "shardingsphere",
 							   PGC_POSTMASTER,
@@ -296,7 +318,7 @@ define_runtime_settings(void)
 							NULL,
 							&snowflake_max_clock_backward_ms,
 							10,
-							0, 3600 * 1000,
+							0, MAX_CLOCK_BACKWARD_MS,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
@@ -364,6 +386,28 @@ find_unknown_names(void)
 }
 
 /*
+ * A value the configuration gave a setting was rejected at server start.  A
+ * worker id's range goes into the problem, which every refusal says: the
+ * client sees it, not only the server log's WARNING.
+ */
+static void
+rejected_at_start(const char *name, const char *value)
+{
+	if (strcmp(name, "snowflake.worker_id") == 0)
+	{
+		const SnowflakeLayout *l = worker_layout();
+		char		range[128];
+
+		snprintf(range, sizeof(range), "0 to " INT64_FORMAT " in the \"%s\" layout",
+				 layout_max_worker(l), l->name);
+		set_problem("snowflake.worker_id = '%s' was rejected at server start (worker ids run from %s)",
+					value, range);
+	}
+	else
+		set_problem("%s = '%s' was rejected at server start", name, value);
+}
+
+/*
  * Define the settings.  When preloaded, a value the configuration gives one
  * of them that PostgreSQL rejects (leaving the default in place) is found
  * by validating the configured text again, and disables generation.
@@ -400,8 +444,7 @@ settings_define(bool preloaded)
 		if (set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
 							  PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
 							  false) == 0)
-			set_problem("%s = '%s' was rejected at server start",
-						setting_names[i], given[i]);
+			rejected_at_start(setting_names[i], given[i]);
 		pfree(given[i]);
 	}
 	if (snowflake_layout == NULL)

@@ -22,6 +22,9 @@
  */
 #define RUN_AHEAD_CAP_MS	(86400 * 1000)
 
+/* the longest snowflake.max_clock_backward_ms: a call waits an hour at most */
+#define MAX_CLOCK_BACKWARD_MS	(3600 * 1000)
+
 /*
  * This process's view of the settings.  The worker id that goes into IDs
  * is the node's, in shared memory (state.h); snowflake_worker_id is only
@@ -43,5 +46,6 @@ extern void (*settings_worker_assigned) (int worker);
 extern void settings_define(bool preloaded);
 extern const char *settings_problem(void);
 extern void settings_require_usable(void);
+extern int64 settings_max_lead_ms(void);
 
 #endif							/* SNOWFLAKE_SETTINGS_H */

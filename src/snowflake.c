@@ -15,6 +15,7 @@
 #include "storage/shmem.h"
 
 #include "identity.h"
+#include "node.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "state.h"
@@ -32,12 +33,11 @@ snowflake_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
+	RequestAddinShmemSpace(node_shmem_size());
 	RequestAddinShmemSpace(mark_shmem_size());
 	RequestAddinShmemSpace(schemes_shmem_size());
-	/* 0: the high-water mark, 1: DecimalId's generator id */
+	/* 0: the node's record, 1: DecimalId's generator id */
 	RequestNamedLWLockTranche("snowflake", 2);
-	RequestAddinShmemSpace(identity_shmem_size());
-	RequestNamedLWLockTranche("snowflake identity", 1);
 }
 
 static void
@@ -47,10 +47,11 @@ snowflake_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	/* before mark.c makes its state file: its absence is evidence */
-	identity_shmem_init();
-	mark_shmem_init();
+	/* the record as the files hold it, then what the start found */
+	node_shmem_init();
 	identity_start();
+	mark_shmem_init();
+	identity_started();
 	schemes_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -32,7 +32,6 @@ extern int64 generator_next(void);
 extern int64 generator_next_block(int64 n);
 extern int64 generator_block_capacity(void);
 extern void generator_status(GeneratorStatus *st);
-extern int64 generator_max_lead_ms(void);
 
 /* keeper.c: the background worker */
 extern void keeper_register(void);

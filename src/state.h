@@ -18,6 +18,7 @@
 #include "utils/timestamp.h"
 
 #include "layout.h"
+#include "node.h"
 
 /* how far ahead of the last ID a durable reservation reaches */
 #define SNOWFLAKE_WINDOW_MS 1000
@@ -49,22 +50,15 @@ typedef struct GeneratorShared
 	/* the highest ID a backend asked to have reserved */
 	pg_atomic_uint64 requested;
 
-	/* below: changed under the lock, which also serializes file writes */
-	LWLock	   *lock;
+	/* below: changed under node.c's lock */
 	ConditionVariable renewed;	/* a renewal finished (or failed) */
 	Latch	   *keeper_latch;	/* wakes the keeper; NULL when it is gone */
 	int			legacy_state;	/* 1.1's origin: LegacyState */
 	int64		legacy_mark;	/* its progress, if LEGACY_PRESENT */
-	char		keeper_problem[128];	/* the keeper's last failure, if any */
-	bool		usable;			/* layout and settings can be trusted */
-	bool		floor_done;		/* the recovery floor has been applied */
-	bool		state_broken;	/* the state file cannot be trusted */
-	char		state_problem[128];
+	bool		origin_failed;	/* the worker that reads it failed */
 	char		prev_layout[NAMEDATALEN];	/* set when the layout changed */
-	uint64		writes;			/* successful writes of the state file */
 	int64		resumed_from;	/* last_id at start, after any floor */
 	int64		undo_floor;		/* a repair may be undone down to it; 0: none */
-	bool		exact;			/* resumed_from was issued (clean stop) */
 
 	/* written only when the clock goes backwards */
 	pg_atomic_uint64 back_counted_tick;
@@ -102,8 +96,11 @@ extern void mark_keeper_start(bool legacy_failed);
 extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
-extern int64 mark_repair(int64 above, bool lower, bool log);
-extern void mark_replay(int64 mark, const char *layout);
+extern int64 mark_repair_locked(int64 above, bool lower, bool log,
+								NodeRecord *next);
+extern void mark_repair_save(const NodeRecord *next, bool node_part, int64 last,
+							 bool lower);
+extern void mark_replay(int64 mark, const char *layout, int64 lead_ms);
 extern bool mark_legacy_wanted(void);
 extern void mark_legacy_found(bool found, int64 mark);
 extern bool mark_legacy_may_drop(void);

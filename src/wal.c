@@ -50,6 +50,7 @@ typedef struct xl_snowflake_reserve
 {
 	int64		mark;			/* no ID above it is issued before the next */
 	char		layout[NAMEDATALEN];	/* the layout the mark belongs to */
+	int64		lead_ms;		/* how far the policy let IDs lead the clock */
 } xl_snowflake_reserve;
 
 static wal_redo_hook redo_hook = NULL;
@@ -74,7 +75,7 @@ snowflake_rm_redo(XLogReaderState *record)
 	memcpy(&xlrec, XLogRecGetData(record), sizeof(xlrec));
 	xlrec.layout[NAMEDATALEN - 1] = '\0';
 	if (redo_hook)
-		redo_hook(xlrec.mark, xlrec.layout);
+		redo_hook(xlrec.mark, xlrec.layout, xlrec.lead_ms);
 }
 
 static void
@@ -125,7 +126,7 @@ wal_register(wal_redo_hook redo, wal_identity_hook identity)
  * no lock but WAL's own.
  */
 void
-wal_log_reservation(int64 mark, const char *layout)
+wal_log_reservation(int64 mark, const char *layout, int64 lead_ms)
 {
 	xl_snowflake_reserve xlrec;
 	XLogRecPtr	lsn;
@@ -133,6 +134,7 @@ wal_log_reservation(int64 mark, const char *layout)
 	memset(&xlrec, 0, sizeof(xlrec));
 	xlrec.mark = mark;
 	strlcpy(xlrec.layout, layout, sizeof(xlrec.layout));
+	xlrec.lead_ms = lead_ms;
 	XLogBeginInsert();
 	XLogRegisterData((char *) &xlrec, sizeof(xlrec));
 	lsn = XLogInsert(SNOWFLAKE_RMGR_ID, XLOG_SNOWFLAKE_RESERVE);

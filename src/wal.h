@@ -22,13 +22,13 @@
 #define SNOWFLAKE_LEGACY_ORIGIN	"snowflake_high_water_mark"
 
 /* Called in the startup process for every reservation replayed. */
-typedef void (*wal_redo_hook) (int64 mark, const char *layout);
+typedef void (*wal_redo_hook) (int64 mark, const char *layout, int64 lead_ms);
 
 /*
  * Called in the startup process for every identity record replayed, with
  * the record as identity.c logged it (at most WAL_IDENTITY_MAX bytes).
  */
-#define WAL_IDENTITY_MAX	256
+#define WAL_IDENTITY_MAX	512
 typedef void (*wal_identity_hook) (const void *rec, Size len);
 
 /* What the origin of 1.1 says; see wal_legacy_mark(). */
@@ -42,7 +42,7 @@ typedef enum LegacyOrigin
 } LegacyOrigin;
 
 extern void wal_register(wal_redo_hook redo, wal_identity_hook identity);
-extern void wal_log_reservation(int64 mark, const char *layout);
+extern void wal_log_reservation(int64 mark, const char *layout, int64 lead_ms);
 extern void wal_log_identity(const void *rec, Size len);
 extern LegacyOrigin wal_legacy_mark(int64 *mark);
 extern LegacyOrigin wal_drop_legacy_origin(void);

@@ -2,8 +2,10 @@
 # test/chroot.sh VERSION: the tests of one PostgreSQL version that the host
 # does not have, in a Debian chroot that has it.  Makes the chroot with
 # mmdebstrap from the host's Debian mirror (PostgreSQL 17 from trixie, 18
-# from sid, 19 from experimental on top of sid), or reuses the one in
-# /var/tmp/snowflake-chroot-VERSION; copies the sources in and runs
+# from sid, 19 from experimental on top of sid; 16, which no Debian suite
+# carries, built in a bookworm chroot from the source tarball in
+# ../shared/pg16 beside the checkout, by test/pgsource.sh), or reuses the
+# one in /var/tmp/snowflake-chroot-VERSION; copies the sources in and runs
 # test/suite.sh there (or SUITE_SCRIPT, a path in the sources), with /proc
 # and /dev/shm mounted for the run only.
 # Ends with the suite's line "PostgreSQL VERSION: N passed, M failed"; a
@@ -16,7 +18,7 @@ BASE=${SNOWFLAKE_CHROOT_BASE:-/var/tmp}
 ROOT=$BASE/snowflake-chroot-$V
 
 if [ "$(id -u)" != 0 ]; then
-	exec sudo --preserve-env=CI,PROVE_TESTS,SUITE_SCRIPT,QUICK,BENCH_OUT,MESH_SECONDS,MESH_SEED,MESH_STEPS,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE bash "$0" "$@"
+	exec sudo --preserve-env=CI,PROVE_TESTS,SUITE_SCRIPT,QUICK,BENCH_OUT,MESH_SECONDS,MESH_SEED,MESH_STEPS,SNOWFLAKE_MIRROR,SNOWFLAKE_CHROOT_BASE,SNOWFLAKE_SHARED bash "$0" "$@"
 fi
 
 not_built() {
@@ -25,13 +27,22 @@ not_built() {
 	exit 1
 }
 
+# A version built from source: its tarball in the folder shared/ that is
+# beside the checkout (SNOWFLAKE_SHARED elsewhere), and its checksum.
+SOURCE='' SOURCE_SHA256=''
 case $V in
 15) SUITE=bookworm EXTRA= ;;
+16)
+	SUITE=bookworm EXTRA=
+	SOURCE=pg16/postgresql-16.2.tar.gz
+	SOURCE_SHA256=58dd6a78df4adaab80740283eb4a9650399aac79f8de3320faf43b93af063350
+	;;
 17) SUITE=trixie EXTRA= ;;
 18) SUITE=sid EXTRA= ;;
 19) SUITE=sid EXTRA=experimental ;;
 *) not_built "no Debian release has postgresql-$V" ;;
 esac
+SHARED=${SNOWFLAKE_SHARED:-$(dirname "$SRC")/shared}
 
 # The host's Debian mirror, from its apt sources (deb822 or one-line).
 host_mirror() {
@@ -46,14 +57,59 @@ host_mirror() {
 }
 MIRROR=${SNOWFLAKE_MIRROR:-$(host_mirror)}
 
-PKGS="postgresql-$V postgresql-server-dev-$V make gcc libc6-dev libipc-run-perl faketime perl"
+if [ -z "$SOURCE" ]; then
+	PKGS="postgresql-$V postgresql-server-dev-$V"
+else
+	# what building PostgreSQL from its source tree needs
+	PKGS="bison flex zlib1g-dev tzdata postgresql-common"
+fi
+PKGS="$PKGS make gcc libc6-dev libipc-run-perl faketime perl"
 # pgrep for the crash tests; the tools that build the Debian package
 PKGS="$PKGS procps build-essential debhelper postgresql-server-dev-all dpkg-dev fakeroot"
 STAMP="suite=$SUITE${EXTRA:++$EXTRA} packages=$PKGS"
+# a new tarball or a new way to build it makes the chroot again
+[ -z "$SOURCE" ] ||
+	STAMP="$STAMP source=$SOURCE_SHA256 build=$(sha256sum <"$SRC/test/pgsource.sh" | cut -c1-16)"
 
 # One run at a time per chroot.
+mkdir -p "$BASE"
 exec 9>"$ROOT.lock"
 flock 9
+
+# check_source: the tarball of a version built from source is there, and
+# is the one expected
+check_source() {
+	local tarball=$SHARED/$SOURCE sum
+	[ -f "$tarball" ] ||
+		not_built "PostgreSQL $V is built from $SOURCE in the folder shared/ beside the checkout, and there is no $tarball"
+	sum=$(sha256sum <"$tarball" | cut -d' ' -f1)
+	[ "$sum" = "$SOURCE_SHA256" ] ||
+		not_built "$tarball has sha256 $sum, not $SOURCE_SHA256"
+}
+
+# build_from_source CHROOT: PostgreSQL V from its checked tarball, built
+# and installed inside CHROOT by test/pgsource.sh
+build_from_source() {
+	local tmp=$1 tarball=$SHARED/$SOURCE t0 log=$1.log
+	echo "building PostgreSQL $V from $tarball"
+	t0=$(date +%s)
+	mkdir -p "$tmp/build"
+	cp "$tarball" "$tmp/build/source.tar.gz"
+	# the copy built is the one checked
+	[ "$(sha256sum <"$tmp/build/source.tar.gz" | cut -d' ' -f1)" = "$SOURCE_SHA256" ] || {
+		rm -rf "$tmp"
+		not_built "$tarball changed while it was copied"
+	}
+	cp "$SRC/test/pgsource.sh" "$tmp/build/pgsource.sh"
+	if ! chroot "$tmp" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LANG=C.UTF-8 bash /build/pgsource.sh /build/source.tar.gz "$V" </dev/null >"$log" 2>&1; then
+		tail -n 25 "$log"
+		rm -rf "$tmp"
+		not_built "PostgreSQL $V did not build from $tarball (log: $log)"
+	fi
+	rm -f "$tmp/build/source.tar.gz" "$tmp/build/pgsource.sh"
+	echo "PostgreSQL $V: built from source ($(tail -n 1 "$log" | sed 's/^PostgreSQL //')) in $(($(date +%s) - t0)) s"
+}
 
 make_chroot() {
 	local tmp log sources hooks
@@ -73,6 +129,7 @@ make_chroot() {
 		grep -q " $ROOT/" /proc/mounts && not_built "$ROOT has file systems mounted"
 		rm -rf "$ROOT"
 	fi
+	[ -z "$SOURCE" ] || check_source
 	command -v mmdebstrap >/dev/null || {
 		echo "installing mmdebstrap"
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
@@ -106,6 +163,7 @@ make_chroot() {
 	fi
 	printf '#!/bin/sh\n# no service starts in this chroot\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
 	chmod 755 "$tmp/usr/sbin/policy-rc.d"
+	[ -z "$SOURCE" ] || build_from_source "$tmp"
 	[ -x "$tmp/usr/lib/postgresql/$V/bin/pg_config" ] || {
 		rm -rf "$tmp"
 		not_built "postgresql-server-dev-$V did not install"

@@ -4,8 +4,9 @@
 # clean copy of the sources with that version's pg_config (a build with a
 # warning counts as a failure), installs it, runs the pg_regress tests on a
 # throwaway server with the library preloaded and the not-preloaded test on
-# one without it, the TAP tests, the benchmark's smoke run, and builds,
-# installs and tests the Debian package.  Expects its packages to be there
+# one without it, the isolation specs on a third server with the library
+# preloaded, the TAP tests, the benchmark's smoke run, and builds, installs
+# and tests the Debian package.  Expects its packages to be there
 # already.  Ends with one line:
 # "PostgreSQL NN: N passed, M failed".  Removes its files when everything
 # passed, and otherwise says where they are.
@@ -68,23 +69,29 @@ fi
 # the tests read their files as postgres
 [ "$(id -u)" = 0 ] && chown -R postgres: "$B"
 
-# 2. pg_regress
+# 2. pg_regress, then pg_isolation_regress's specs
 REGRESS=$(sed -n 's/^REGRESS = //p' "$B/Makefile")
+ISOLATION=$(sed -n 's/^ISOLATION = //p' "$B/Makefile")
+ISOLATION_OPTS=$(sed -n 's/^ISOLATION_OPTS = //p' "$B/Makefile")
 PG_REGRESS=$PGLIB/pgxs/src/test/regress/pg_regress
+PG_ISOLATION_REGRESS=$PGLIB/pgxs/src/test/isolation/pg_isolation_regress
 rpassed=0
 rfailed=0
 
-# regress NAME PRELOAD TESTS...
+# regress NAME PRELOAD DRIVER OPTIONS TESTS...: the tests on a throwaway
+# server of their own (two-phase commit allowed, for the claims' spec)
 regress() {
-	local name=$1 preload=$2 dir out rc=0 n f
-	shift 2
+	local name=$1 preload=$2 driver=$3 opts=$4 dir out rc=0 n f
+	shift 4
 	dir=$(pg_workdir "$name")
 	servers+=("$dir")
-	say "PostgreSQL $PG_MAJOR: pg_regress ($name): $*"
-	start_server "$dir" "$preload" "snowflake.worker_id = 7" "fsync = off"
-	out=$(cd "$B" && as_pg "$PG_REGRESS" --inputdir="$B" --outputdir="$WORK/$name" \
+	say "PostgreSQL $PG_MAJOR: $(basename "$driver") ($name): $*"
+	start_server "$dir" "$preload" "snowflake.worker_id = 7" "fsync = off" \
+		"max_prepared_transactions = 4"
+	# shellcheck disable=SC2086
+	out=$(cd "$B" && as_pg "$driver" --inputdir="$B" --outputdir="$WORK/$name" \
 		--bindir="$PGBIN" --host="$dir" --port=5432 --user=postgres \
-		--dbname=contrib_regression "$@" 2>&1) || rc=$?
+		$opts "$@" 2>&1) || rc=$?
 	echo "$out"
 	n=$#
 	if [ $rc -eq 0 ]; then
@@ -101,11 +108,18 @@ regress() {
 }
 
 # shellcheck disable=SC2086
-regress preloaded yes $REGRESS
-regress not_preloaded no not_preloaded
+regress preloaded yes "$PG_REGRESS" --dbname=contrib_regression $REGRESS
+regress not_preloaded no "$PG_REGRESS" --dbname=contrib_regression not_preloaded
 passed=$((passed + rpassed))
 failed=$((failed + rfailed))
 parts+=("pg_regress: $rpassed of $((rpassed + rfailed)) passed")
+rpassed=0
+rfailed=0
+# shellcheck disable=SC2086
+regress isolation yes "$PG_ISOLATION_REGRESS" "--dbname=isolation_regression $ISOLATION_OPTS" $ISOLATION
+passed=$((passed + rpassed))
+failed=$((failed + rfailed))
+parts+=("isolation: $rpassed of $((rpassed + rfailed)) passed")
 
 # 3. TAP tests.  PostgreSQL 16 and later take the data and log directories
 # from TESTDATADIR and TESTLOGDIR (without them, relative paths, which

@@ -6,7 +6,9 @@
 # kinds, comma-separated) gives each history those instead.  A failing
 # history prints the command that replays it:
 #   make torture FIRST_SEED=<seed> SEEDS=1 STEPS=<steps> FORCE=<kinds>
-# Ends with the checker's totals and one line "torture: N passed, M failed".
+# Ends with the checker's totals (histories, operations, faults, IDs,
+# refusals with cause and without, releases judged, violations) and one
+# line "torture: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
 install_deps
@@ -26,7 +28,9 @@ rc=0
 	${FORCE+TORTURE_FORCE="$FORCE"} \
 	prove -v -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" t/010_torture.pl) \
 	>"$WORK/torture.out" 2>&1 || rc=$?
-grep -E '^(not ok|#)' "$WORK/torture.out" | grep -vE '^# +[0-9]+ ' || true
+# the failures and totals; each history's operations and judgements are
+# in torture.out and the test's log
+grep -E '^(not ok|#)' "$WORK/torture.out" | grep -vE '^# +[0-9]+ |^# history [0-9]+: ' || true
 n=$(grep -c '^ok ' "$WORK/torture.out" || true)
 f=$(grep -c '^not ok ' "$WORK/torture.out" || true)
 [ "$rc" -eq 0 ] || [ "$f" -gt 0 ] || f=1

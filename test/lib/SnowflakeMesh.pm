@@ -132,6 +132,8 @@ sub converged
 			} 0 .. $#$nodes);
 		}
 		last if !@bad || time > $deadline;
+		# 16's launcher can leave an enabled subscription with no worker
+		wake_subscriptions(@$nodes);
 		sleep 1;
 	}
 	return join "\n", @bad;

@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
-  refusal set_worker pg_upgrade_ok);
+  refusal set_worker pg_upgrade_ok wall_time detail_times state_mark wake_subscriptions);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -106,6 +106,22 @@ sub tear_state_file
 	return;
 }
 
+# state_mark(FILE): the mark of the newest record a two-slot state file
+# holds: its first 96 bytes (the highest ID the node may have issued, the
+# clock it saw, the layout, flags and undo floor), without the slot's
+# counter or the node's part, which every start writes anew.
+sub state_mark
+{
+	my ($file) = @_;
+	open my $fh, '<', $file or die "cannot open $file: $!";
+	binmode $fh;
+	read($fh, my $buf, 1024) == 1024 or die "$file is not a two-slot state file";
+	close $fh;
+	my @writes = map { (unpack('V V V V Q<', substr($buf, $_ * 512, 24)))[4] } 0, 1;
+	my $newest = $writes[0] > $writes[1] ? 0 : 1;
+	return substr($buf, $newest * 512 + 24, 96);
+}
+
 # id_order_lag(WRITERS, READER, TAG, ROUNDS, SETTLE): ROUNDS rounds about
 # 40 ms apart; in each, every writer (a node, in the order given) inserts
 # one row into events with node = its place (from 1), round and payload
@@ -133,13 +149,49 @@ sub id_order_lag
 	return ($lag, $period_ms);
 }
 
-# refusal(NODE, DB): the error of one snowflake_nextval() in DB (postgres
-# by default), or 'generated' when it gave an ID.
+# refusal(NODE, DB, SQL): what one call (snowflake_nextval() by default) in
+# DB (postgres by default) gave: 'generated', or its SQLSTATE and, where
+# the node is held back, broken or disabled, the reason snowflake_status
+# gives ("55S01 backup_label").  Never the message's words: the tests key
+# on these.  In list context also the whole error, for its hint.
 sub refusal
 {
-	my ($node, $db) = @_;
-	my ($ret, $out, $err) = $node->psql($db // 'postgres', 'SELECT snowflake_nextval()');
-	return $ret == 0 ? 'generated' : $err;
+	my ($node, $db, $sql) = @_;
+	$db //= 'postgres';
+	my ($ret, $out, $err) = $node->psql($db,
+		"\\set VERBOSITY verbose\n" . ($sql // 'SELECT snowflake_nextval()'));
+	return wantarray ? ('generated', '') : 'generated' if $ret == 0;
+	my ($code) = $err =~ /(?:ERROR|FATAL):  ([0-9A-Z]{5}):/;
+	my $what = $code // $err;
+	# the refusals of a node's state: held back, broken, disabled
+	if (defined $code && $code =~ /^(55S0[1-4]|58030|XX001|F0000|55000)$/)
+	{
+		# the extension's schema, wherever the session's search_path is
+		my ($r2, $reason) = $node->psql($db,
+			'SET search_path = public, snowflake; SELECT reason FROM snowflake_status WHERE reason IS NOT NULL');
+		$what .= " $reason" if $r2 == 0 && $reason ne '';
+	}
+	return wantarray ? ($what, $err) : $what;
+}
+
+# wall_time(): the time now, as a timestamptz literal (UTC, microseconds):
+# the stopped_at a confirmation gives once the node it replaces stopped.
+sub wall_time
+{
+	my $t = Time::HiRes::time();
+	my @g = gmtime(int $t);
+	return sprintf('%04d-%02d-%02d %02d:%02d:%02d.%06d+00', $g[5] + 1900, $g[4] + 1,
+		@g[ 3, 2, 1, 0 ], ($t - int $t) * 1_000_000);
+}
+
+# detail_times(ERROR): the timestamps the DETAIL of an error names, in
+# order (the values the message carries, not its words).
+sub detail_times
+{
+	my ($err) = @_;
+	my ($detail) = $err =~ /^DETAIL:  (.*)$/m;
+	return () unless defined $detail;
+	return $detail =~ /(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d(?::\d\d)?)/g;
 }
 
 # set_worker(NODE, WORKER): snowflake.worker_id by ALTER SYSTEM and a
@@ -164,6 +216,30 @@ sub pg_upgrade_ok
 	command_ok([ 'pg_upgrade', '--no-sync', '-d', $old->data_dir, '-D', $new->data_dir,
 		'-b', $bindir, '-B', $bindir, '-p', $old->port, '-P', $new->port,
 		'-s', $new->host ], $name);
+	return;
+}
+
+
+# wake_subscriptions(NODES): on PostgreSQL 16, an ENABLE of each enabled
+# subscription of the postgres database that has no apply worker, for a
+# test that waits for a mesh to be whole.  16's launcher (16.2 at least)
+# can miss that a worker ended as it started (its publisher down) and
+# start it again only 3 minutes later; an ENABLE wakes it, as
+# docs/mesh.md says.
+sub wake_subscriptions
+{
+	for my $node (@_)
+	{
+		next if $node->pg_version->major != 16;
+		# psql, not safe_psql: a node down is the caller's to report
+		$node->psql('postgres', q{
+			SELECT format('ALTER SUBSCRIPTION %I ENABLE', s.subname) FROM pg_subscription s
+			 WHERE s.subenabled
+			   AND s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			   AND NOT EXISTS (SELECT FROM pg_stat_subscription st
+			                    WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL)
+			\gexec});
+	}
 	return;
 }
 

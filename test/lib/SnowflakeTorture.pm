@@ -4,16 +4,24 @@
 #
 #  - every ID a node issues (or the node it took over from, for what reached
 #    it) is unique and greater than every ID issued before it, and carries a
-#    time no further ahead of the clock than the policy lets it;
+#    time no further ahead of the clock than the policy lets it; a node that
+#    replaces a lost one (a restore, a copy, an upgrade, a dump restored) is
+#    released only above every ID the lost node issued, those its WAL never
+#    had included;
 #  - the node refuses only where it must: a model of what the node knows
 #    (the IDs it issued and may have reserved, the clock it read, its
 #    settings, its state file, which node its data directory is, what the
 #    operator did) decides for every call whether a refusal is allowed and
-#    with which reason; a refusal it does not allow, or with another
-#    reason, is a violation like a repeated ID.
+#    with which SQLSTATE and, for a node held back, broken or disabled,
+#    which reason snowflake_status gives; a refusal it does not allow, or
+#    with another SQLSTATE or reason, is a violation like a repeated ID.
+#    No message's words are read: the node's words are its own to change.
 #
 # No call hangs past its policy; no process crashes but those the history
-# kills; a node the history restarts comes back.
+# kills; a node the history restarts comes back.  The checker's own calls
+# never count as the node's: a connection the history cut (a kill, a
+# restart, the crash recovery after them) excuses only calls made while it
+# lasted.
 #
 # The history is drawn from the seed alone (Perl's rand, seeded), and from
 # the event kinds it is told to include (force), so a failing seed replays
@@ -52,23 +60,29 @@ my @event_kinds = qw(
   pg_upgrade pg_upgrade-without-preload dump-restore clone pitr
   hint-settings hint-layout hint-clock hint-keeper
   copy-first-start promote-while-rejected restore-after-claim
+  pitr-target archive-lost-segment run-ahead-unarchived worker-retired held-file-removed
+  release-write-fails
 );
 
 sub event_kinds { return @event_kinds; }
 
-# Errors that only a connection cut by the history's own kills and
-# restarts may end a call with.
-my @cut_errors = (
-	qr/server closed the connection unexpectedly/,
-	qr/terminating connection because of crash of another server process/,
-	qr/terminating connection due to (administrator command|unexpected postmaster exit)/,
-	qr/the database system is (starting up|shutting down|in recovery mode|not yet accepting connections)/,
-	qr/connection to server .* failed/,
-	qr/could not connect to server/,
-	qr/no connection to the server/,
-	qr/connection to server was lost/,
-	qr/SSL SYSCALL error|could not send data to server|could not receive data from server/,
+# The node's refusals, by SQLSTATE (MODEL-SPEC): the checker judges each
+# from its code and, for a node held back, broken or disabled, the reason
+# snowflake_status gives; never from a message's words.
+my %refusal_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 55S05 55S06 55S07
+  55S08 55S09 F0000 55000 25006 2200H 22008);
+# the codes of a node's state, whose reason snowflake_status shows
+my %state_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 F0000);
+# what a node held back refuses with, by what the model says it is
+my %held = (
+	copy => [ '55S01', qw(backup_label recovery_signal other_directory) ],
+	upgraded => [ '55S02', 'upgraded' ],
+	new => [ '55S02', qw(new_as_standby never_installed) ],
+	inherited => [ '55S03', 'claimed_elsewhere' ],
+	retired => [ '55S03', 'worker_retired' ],
 );
+# the longest a node may run ahead of its clock, whatever its settings
+my $cap_ms = 86_400_000;
 
 # ShardingSphere's for JVMs in Shanghai and New York: epochs 8 hours before
 # and 4 hours after plain shardingsphere's
@@ -94,9 +108,12 @@ sub new_history
 		ids => 0,
 		faults => 0,
 		ops => 0,
-		violations => [],
+		violations => [],		# the first ones
+		nviolations => 0,		# all of them
 		allowed => 0,			# refusals the model allowed
 		unjustified => 0,		# refusals it did not
+		releases => 0,			# releases judged (snowflake_confirm_node())
+		want => {},				# event kinds to play at the next chance
 		kinds => {},			# event kinds played
 		offset_ms => 0,			# the primary's clock offset
 		layout => 'shardingsphere',
@@ -111,7 +128,9 @@ sub new_history
 		dbs => ['postgres'],
 		# what the node knows, for judging its refusals
 		model => {
-			identity => 'ok',	# ok, copy, upgraded, new, inherited
+			identity => 'ok',	# ok, or held back: copy, upgraded, new,
+								# inherited, retired (%held)
+			held_reason => undef,	# the one reason a hold must give
 			settings_bad => 0,	# a setting rejected at the last start
 			worker_bad => 0,	# the worker id in the file was rejected
 			file_broken => 0,	# the state file cannot be trusted
@@ -144,10 +163,14 @@ sub kind
 	return;
 }
 
+# A violation, in the history's list; past the first 50 (a burst's every
+# ID, say) only counted.
 sub violation
 {
 	my ($h, $what) = @_;
-	push @{ $h->{violations} }, "step " . (scalar(@{ $h->{log} }) - 1) . ": $what";
+	$h->{nviolations}++;
+	push @{ $h->{violations} }, "step " . (scalar(@{ $h->{log} }) - 1) . ": $what"
+	  if @{ $h->{violations} } < 50;
 	return;
 }
 
@@ -246,8 +269,11 @@ sub write_settings
 	print $fh "shared_preload_libraries = ''\n" unless $opt{preload} // $h->{model}{preloaded};
 	close $fh;
 	# what this node runs with, once it is the primary
-	$node->{torture_settings} = { map { $_ => $h->{$_} } qw(layout worker backward_ms ahead_ms) };
+	$node->{torture_settings} = { map { $_ => $h->{$_} } qw(layout backward_ms ahead_ms) };
+	$node->{torture_settings}{worker} = $opt{worker} // $h->{worker};
 	$node->{torture_settings}{worker_bad} = $h->{model}{worker_bad};
+	# a worker id its primary gave up, which it keeps (worker_retired)
+	delete $node->{torture_retired};
 	return;
 }
 
@@ -326,14 +352,16 @@ sub wake_keeper
 	return;
 }
 
-# Run one statement; never dies, whatever the server does meanwhile.
+# Run one statement; never dies, whatever the server does meanwhile.  Its
+# errors carry their SQLSTATE (see error_of).
 sub try_sql
 {
 	my ($node, $sql, $timeout, $db) = @_;
 	my ($out, $err) = ('', '');
 	my $ok = eval {
 		IPC::Run::run(
-			[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db // 'postgres'), '-c', $sql ],
+			[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose',
+			  '-d', $node->connstr($db // 'postgres'), '-c', $sql ],
 			'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout($timeout // 60));
 	};
 	$err .= $@ if $@;
@@ -351,6 +379,26 @@ sub wait_up
 		select(undef, undef, undef, 0.1);
 	}
 	return 0;
+}
+
+# A child of the node killed: the postmaster restarts every process, the
+# keeper included.  A keeper the history stopped would hold the restart
+# until the postmaster's SIGKILL (not seen to come under libfaketime): it
+# runs again to take the SIGQUIT, and the keeper after the restart is a new
+# one.  Once the postmaster has reaped the child, the restart refuses
+# connections until recovery ends, so the node is waited for from then on,
+# not from before the postmaster saw the death.
+sub wait_restarted
+{
+	my ($h, $node, $pid) = @_;
+	wake_keeper($h) if $node == $h->{node};
+	for (1 .. 200)
+	{
+		last unless kill 0, $pid;
+		select(undef, undef, undef, 0.05);
+	}
+	wait_up($node) or violation($h, 'the node did not come back after a crash');
+	return;
 }
 
 # Wait until a node has left recovery; false if it never does.
@@ -447,126 +495,203 @@ sub lead_bound_ms
 sub allowed_lead_ms
 {
 	my ($h) = @_;
-	return $h->{ahead_ms} < 0 ? 86_400_000 : $h->{ahead_ms};
+	return $h->{ahead_ms} < 0 ? $cap_ms : $h->{ahead_ms};
 }
 
-# Why the model lets the node refuse a call with this error line, or undef
+# The error a call ended with: the first error the server sent, with its
+# SQLSTATE (psql prints it with VERBOSITY verbose); or, with no SQLSTATE,
+# the client's own (a connection it could not make, or lost: the server's
+# message then came before the session's settings); or a timeout.
+sub error_of
+{
+	my ($err) = @_;
+	return { timeout => 1, line => $1 } if $err =~ /(IPC::Run: timeout[^\n]*)/;
+	for my $line (split /\n/, $err)
+	{
+		return { code => $1, line => $line } if $line =~ /(?:ERROR|FATAL|PANIC):  ([0-9A-Z]{5}): /;
+	}
+	my ($line) = grep { /\S/ && !/^(WARNING|NOTICE|INFO|LOG|DETAIL|HINT|CONTEXT|LOCATION):/ } split /\n/, $err;
+	return { line => $line // '(no message)' };
+}
+
+sub is_cut
+{
+	my ($e) = @_;
+	return !defined $e->{code} || $e->{code} =~ /^08|^57P0[123]$/;
+}
+
+# The node's reason, as snowflake_status gives it now ('' for none; undef
+# if it cannot be read).
+sub status_reason
+{
+	my ($node, $db) = @_;
+	my ($ret, $out) = try_sql($node, 'SELECT coalesce(reason, \'\') FROM snowflake_status', 30, $db);
+	return $ret == 0 ? $out : undef;
+}
+
+# Why the model lets the node refuse a call with this error ($e: its
+# SQLSTATE, and the node's reason where the code is a state's), or undef
 # if it does not.  $ctx: the call's clock (lo_ms, the earliest the clock
 # read during it), whether the history cut connections during it, whether
-# it went to a standby, whether it is a repair.
+# it went to a standby, whether it is a repair or a release.
 sub justified
 {
-	my ($h, $line, $ctx) = @_;
+	my ($h, $e, $ctx) = @_;
 	my $m = $h->{model};
+	my ($code, $reason) = ($e->{code}, $e->{reason});
+	my $reason_in = sub {
+		my %ok = map { $_ => 1 } @_;
+		return defined $reason && $ok{$reason};
+	};
 
-	for my $re (@cut_errors)
-	{
-		return $ctx->{cut} ? 'connection cut by the history' : undef if $line =~ $re;
-	}
-	return $ctx->{standby} ? 'a standby' : undef
-	  if $line =~ /cannot generate snowflake IDs during recovery/;
-	return 'not preloaded' if !$m->{preloaded} && $line =~ /snowflake must be loaded via "shared_preload_libraries"/;
+	return $ctx->{cut} ? 'connection cut by the history' : undef if is_cut($e);
+	# a stop time further ahead of this server's clock than a clock may be
+	# off (a day)
+	return $ctx->{stopped_at_ms} > $ctx->{lo_ms} + $cap_ms - $slack_ms ?
+	  'the stop time is a day ahead of the clock' : undef
+	  if $code eq '22023' && defined $ctx->{stopped_at_ms};
+	return $ctx->{standby} ? 'a standby' : undef if $code eq '25006';
+	return $m->{preloaded} ? undef : 'not preloaded' if $code eq '55000';
 	return undef if !$m->{preloaded};
-	return $m->{settings_bad} ? 'a setting rejected at start' : undef
-	  if $line =~ /snowflake cannot generate IDs: /;
+	return $m->{settings_bad} && $reason_in->('settings_rejected') ? 'a setting rejected at start' : undef
+	  if $code eq 'F0000';
 	return undef if $m->{settings_bad};
 
-	my %identity = (
-		copy => qr/snowflake data directory is a copy of the node with worker id (\d+)/,
-		upgraded => qr/snowflake does not know which IDs the cluster issued before pg_upgrade/,
-		new => qr/snowflake does not know which IDs were issued before this data directory/,
-		inherited => qr/snowflake worker id (\d+) is claimed by another system/,
-	);
 	if ($m->{identity} ne 'ok')
 	{
-		return "held back: $m->{identity}" if $line =~ $identity{ $m->{identity} };
-		return undef;
+		my ($held_code, @reasons) = @{ $held{ $m->{identity} } };
+		@reasons = ref $m->{held_reason} ? @{ $m->{held_reason} } : ($m->{held_reason})
+		  if defined $m->{held_reason};
+		return $code eq $held_code && $reason_in->(@reasons) ? "held back: $m->{identity}" : undef;
 	}
-	for my $re (values %identity)
-	{
-		return undef if $line =~ $re;
-	}
+	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
+	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
+	  if $code eq 'XX001';
 
 	my $now = $ctx->{lo_ms};
 	my $lead = lead_bound_ms($h, $now);
-	my $tick = (layout_params($h, $h->{layout}) // { tick => 1 })->{tick};
+	my $p = layout_params($h, $h->{layout}) // { tick => 1 };
+	my $tick = $p->{tick};
 	my $allowed = allowed_lead_ms($h);
-	if ($line =~ /snowflake state file "snowflake.state" cannot be used/)
+	if ($code eq '55S04')
 	{
-		return 'the state file is damaged' if $m->{file_broken};
-		return 'the state is beyond the layout' if !defined $lead;
-		return undef;
-	}
-	if ($line =~ /snowflake ID \d+ is out of range for the "\w+" layout/)
-	{
-		return $ctx->{repair} && !defined $lead ? 'the floor is beyond the layout' : undef;
-	}
-	if ($line =~ /snowflake layout "[\w:\/@+-]+" cannot continue above the IDs issued under layout/)
-	{
-		return undef if $m->{hi_layout} eq $h->{layout};
-		return 'the state is beyond the new layout' if !defined $lead;
+		# the state (or the floor a repair gives) beyond the layout, or the
+		# layout's IDs of now below the old layout's last one
+		return 'the state is beyond the new layout'
+		  if !defined $lead && $reason_in->('state_beyond_layout', 'floor_beyond_layout', '');
+		return undef if !$reason_in->('') || $m->{hi_layout} eq $h->{layout};
 		return $lead > $allowed + max($h->{backward_ms}, $tick) - $slack_ms ?
 		  'the new layout is below the last ID' : undef;
 	}
-	if ($line =~ /snowflake reservation was not renewed within \d+ ms/)
+	return $ctx->{repair} && !defined $lead ? 'the floor is beyond the layout' : undef
+	  if $code eq '22003';
+	return $ctx->{keeper_stopped} ? 'the keeper is stopped' : undef if $code eq '55S08';
+	if ($code eq '22008' || $code eq '2200H')
 	{
-		return $ctx->{keeper_stopped} ? 'the keeper is stopped' : undef;
+		# the clock before the layout's epoch, or past its last tick
+		my $end = $p->{epoch} + (2**($p->{bits} - $p->{shift})) * $tick;
+		return $code eq '22008' ? ($now < $p->{epoch} + $slack_ms ? 'the clock is before the epoch' : undef) :
+		  ($ctx->{hi_ms} > $end - $slack_ms ? 'the layout ran out of time' : undef);
 	}
 	return undef if !defined $lead;
-	if ($line =~ /system clock moved backwards by \d+ ms/)
+	if ($code eq '55S05')
 	{
 		return undef unless $m->{seen_ms} > $now;
 		return $lead > $allowed + max($h->{backward_ms}, $tick) - $slack_ms ?
 		  'the clock went back further than the policy waits' : undef;
 	}
-	if ($line =~ /snowflake generator is \d+ ms ahead of the system clock/)
+	if ($code eq '55S06')
 	{
 		my $wait = $m->{seen_ms} > $now ? max($h->{backward_ms}, $tick) : max($h->{backward_ms}, 1000);
 		return $lead > $allowed + $wait - $slack_ms ?
 		  'the node is further ahead than the policy waits' : undef;
 	}
+	# the next tick further than a call waits: none of the layouts played
+	return $tick > 1000 - $slack_ms ? 'the tick is used up' : undef if $code eq '55S07';
 	return undef;
 }
 
 sub max { return $_[0] > $_[1] ? $_[0] : $_[1]; }
 
-# Judge the errors a call ended with: a refusal the model allows is
-# counted, one it does not is a violation.
+# Judge the error a call ended with: a refusal the model allows is
+# counted, one it does not is a violation, and so is an error that is no
+# refusal of the node (nor a release's or repair's bad argument the model
+# expects).  Returns the refusal's cause, or 'unjustified'.
 sub judge
 {
 	my ($h, $err, $what, $ctx) = @_;
-	my $refused;
-	for my $line (split /\n/, $err)
+	my $e = error_of($err);
+	if ($e->{timeout})
 	{
-		next unless $line =~ /ERROR|FATAL|PANIC|error|failed|closed|lost/;
-		next if $line =~ /^\s*(DETAIL|HINT|CONTEXT):/;
-		# psql's own words around a server's error
-		next if $line =~ /^(psql:|)\s*$/;
-		my $why = justified($h, $line, $ctx);
-		($h->{last_hint}) = $err =~ /^HINT:\s+(.*)$/m;
-		$h->{last_hint} //= '';
-		if (defined $why)
-		{
-			$h->{allowed}++;
-			$refused = $why;
-		}
-		else
-		{
-			$h->{unjustified}++;
-			violation($h, "$what: a refusal the node knew enough to avoid, or with the wrong reason: $line");
-			$refused = 'unjustified';
-		}
-		last;					# one call, one refusal
+		violation($h, "$what: a call hung: $e->{line}");
+		return 'unjustified';
 	}
-	return $refused;
+	my $code = $e->{code};
+	if (defined $code && !$refusal_codes{$code} && !is_cut($e) &&
+		!($code eq '22003' && $ctx->{repair}) && !($code eq '22023' && defined $ctx->{stopped_at_ms}))
+	{
+		violation($h, "$what: an error that is no refusal: $e->{line}");
+		return 'unjustified';
+	}
+	$e->{reason} = status_reason($ctx->{node} // $h->{node}, $ctx->{db})
+	  if defined $code && $state_codes{$code};
+	my $why = justified($h, $e, $ctx);
+	note("history $h->{seed}: $what: refused ($e->{line}"
+		  . (defined $e->{reason} && length $e->{reason} ? ", reason $e->{reason}" : '') . '): '
+		  . ($why // 'without cause'));
+	if (defined $why)
+	{
+		$h->{allowed}++;
+		return $why;
+	}
+	$h->{unjustified}++;
+	violation($h, "$what: a refusal the node knew enough to avoid, or with the wrong reason: $e->{line}"
+		  . (defined $e->{reason} ? " (reason '$e->{reason}')" : ''));
+	return 'unjustified';
 }
 
-# The context of a call made now on the primary.
+# The context of a call made now on the primary (or on node, in db).
 sub ctx_now
 {
 	my ($h, %extra) = @_;
 	my $now = now_ms() + $h->{offset_ms};
 	return { lo_ms => $now, hi_ms => $now, keeper_stopped => $h->{keeper_stopped} ? 1 : 0, %extra };
+}
+
+# One call (snowflake_nextval() unless sql) on node, judged: the IDs it
+# gave checked, or its refusal.  Returns its output (undef if it failed),
+# the refusal's cause and the error.
+sub one_call
+{
+	my ($h, $node, $what, %opt) = @_;
+	my $ctx = ctx_now($h, node => $node, db => $opt{db}, %{ $opt{ctx} // {} });
+	my ($ret, $out, $err) = try_sql($node, $opt{sql} // 'SELECT snowflake_nextval()', 60, $opt{db});
+	# the call may wait for the clock, within the policy
+	$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
+	my $why;
+	if ($ret == 0)
+	{
+		check_ids($h, [ [ grep { length } split /\n/, $out ] ], $what, $ctx) unless $opt{no_ids};
+	}
+	else
+	{
+		$why = judge($h, $err, $what, $ctx);
+	}
+	saw_clock($h, $ctx);
+	return ($ret == 0 ? $out : undef, $why, $err);
+}
+
+# The model's view of which node this is: ok, or held back as a copy, as
+# upgraded, as new, as inheriting another system's claim, as promoted with
+# the worker id its primary gave up (%held); reason: the one reason the
+# node must give (a hold seen before, kept; or a list of them), or any of
+# the kind's.
+sub set_identity
+{
+	my ($h, $identity, $reason) = @_;
+	$h->{model}{identity} = $identity;
+	$h->{model}{held_reason} = $reason;
+	return;
 }
 
 # A call that must have been refused, by what the model says
@@ -658,6 +783,9 @@ sub burst
 	my $block = $opt{block} // pick(1, 1, 1, 2, 17, 300, 'capacity');
 	my $form = $opt{form} // pick('block', 'series');
 	my $db = pick(@{ $h->{dbs} });
+	# an extension in a schema of its own is in one database: a second
+	# database made after it has its own, of the current version
+	$db = 'postgres' if $opt{schema};
 	$block = 1 if $opt{single};
 	$form = 'series' if $h->{layout} eq 'sonyflake';
 	say_op($h, "burst $nsess x $n ($kind)" .
@@ -674,10 +802,7 @@ sub burst
 	my $ids = "SELECT $nextval AS id FROM generate_series(1, $n)";
 	if ($block ne '1')
 	{
-		# a tick's capacity, in the layout in force; no block is larger
-		# (sonyflake's tick holds 256)
-		my $capacity = "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = split_part(current_setting('snowflake.layout'), '\@', 1)), "
-		  . "1 << current_setting('snowflake.custom_seq_bits')::int))";
+		my $capacity = capacity_sql();
 		my $size = $block eq 'capacity' ? $capacity : "least($block, $capacity)";
 		my $calls = "generate_series(1, greatest($n / $size, 1))";
 		# the first of a block stands for first .. first + n - 1 only
@@ -698,8 +823,8 @@ sub burst
 		my ($out, $err) = ('', '');
 		my $t = IPC::Run::timeout(60);
 		my $run = IPC::Run::start(
-			[ 'psql', '-X', '-q', '-A', '-t', '-d', $node->connstr($db) . " application_name=torture_burst",
-			  '-c', $query ],
+			[ 'psql', '-X', '-q', '-A', '-t', '-v', 'VERBOSITY=verbose',
+			  '-d', $node->connstr($db) . " application_name=torture_burst", '-c', $query ],
 			'<', \undef, '>', \$out, '2>', \$err, $t);
 		push @runs, [ $run, \$out, \$err, $t ];
 	}
@@ -719,23 +844,27 @@ sub burst
 		select(undef, undef, undef, rand(0.05));
 		my (undef, $pids) = try_sql($node, "SELECT pid FROM pg_stat_activity WHERE application_name = 'torture_burst'", 10);
 		my @p = grep { /^\d+$/ } split /\s+/, $pids;
-		if (@p)
+		if (@p && kill 'KILL', $p[0])
 		{
-			kill 'KILL', $p[0];
 			$h->{faults}++;
-			$ctx->{killed} = 1;
+			$ctx->{killed} = $p[0];
 		}
 	}
 	my @sessions;
+	my @failed;
 	my $why;
 	for my $r (@runs)
 	{
 		my ($run, $out, $err, $t) = @$r;
-		eval { $run->finish; };
-		if ($@ && $@ =~ /timeout/)
+		my $ok = eval { $run->finish; };
+		if (!$ok && $@ && $@ =~ /timeout/)
 		{
 			$run->kill_kill;
 			violation($h, "burst: a call hung for 60 s");
+		}
+		elsif (!$ok)
+		{
+			push @failed, $$err;
 		}
 		push @sessions, [ grep { length } split /\n/, $$out ];
 		my $end = now_ms() + $h->{offset_ms};
@@ -744,11 +873,65 @@ sub burst
 	# what the burst issued, and the clock it read, bound its own refusals
 	check_ids($h, \@sessions, 'burst', $ctx);
 	saw_clock($h, $ctx);
-	$why = judge($h, ${ $_->[2] }, 'burst', $ctx) // $why for @runs;
+	# the node's reasons are read once it is back
+	wait_restarted($h, $node, $ctx->{killed}) if $ctx->{killed};
+	$why = judge($h, $_, 'burst', { %$ctx, node => $node, db => $db }) for @failed;
 	crashed($h) if $ctx->{killed};
-	wait_up($node) if $during eq 'kill';
 	# the operator takes the step the refusal's hint names, now and then
 	follow_hint($h, $node, $why) if $why && ($opt{follow} || rand() < 0.5);
+	return;
+}
+
+# A tick's capacity, in the layout in force; no block is larger
+# (sonyflake's tick holds 256).  The custom layout's setting exists once the
+# library is loaded.
+sub capacity_sql
+{
+	return "(SELECT coalesce((SELECT 1 << seq_bits FROM snowflake_layouts() WHERE name = split_part(current_setting('snowflake.layout'), '\@', 1)), "
+	  . "1 << current_setting('snowflake.custom_seq_bits', true)::int))";
+}
+
+# IDs for $ms of ticks, as fast as the node gives them (blocks of a whole
+# tick, or series where the layout has none), so that a node whose policy
+# lets it run ahead runs that far ahead of its clock.  They are too many
+# to keep one by one: the highest is checked and kept as the floor.
+sub run_ahead
+{
+	my ($h, $node, $ms) = @_;
+	my $p = layout_params($h, $h->{layout}) // { tick => 1 };
+	my $n = int($ms / $p->{tick}) + 1;
+	my $cap = capacity_sql();
+	my $sql = $h->{layout} eq 'sonyflake' ?
+	  "SELECT max(id), count(*) FROM (SELECT snowflake_nextval_series(s) AS id FROM generate_series(1, $n), (SELECT $cap AS s) z) b" :
+	  "SELECT max(f) + min(s) - 1, count(*) * min(s) FROM (SELECT snowflake_nextval_block(s) AS f, s FROM generate_series(1, $n), (SELECT $cap AS s) z OFFSET 0) b";
+	my $ctx = ctx_now($h, node => $node);
+	my ($ret, $out, $err) = try_sql($node, $sql);
+	$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
+	if ($ret != 0)
+	{
+		judge($h, $err, 'running ahead', $ctx);
+	}
+	else
+	{
+		my ($max, $count) = split /\|/, $out;
+		say_op($h, "$count IDs for $ms ms of ticks at once, the highest $max");
+		if (my $why = must_refuse($h, 'running ahead'))
+		{
+			violation($h, $why);
+		}
+		violation($h, "running ahead: ID $max not above $h->{floor}, issued before it") if $max <= $h->{floor};
+		open my $fh, '>>', $h->{record} or die;
+		print $fh "$max\n";
+		close $fh;
+		$h->{issued_since_start} = 1;
+		$h->{floor} = $max if $max > $h->{floor};
+		if ($max > $h->{model}{hi})
+		{
+			$h->{model}{hi} = $max;
+			$h->{model}{hi_layout} = $h->{layout};
+		}
+	}
+	saw_clock($h, $ctx);
 	return;
 }
 
@@ -776,8 +959,7 @@ sub follow_hint
 		stop_node($h, $node, 'fast');
 		start_or_violation($h, $node, $h->{offset_ms});
 	}
-	elsif ($why =~ /the clock went back|further ahead than the policy/ &&
-		$h->{last_hint} =~ /raise (either|it)/)
+	elsif ($why =~ /the clock went back|further ahead than the policy/ && hint_raises($h))
 	{
 		$step = 'hint-clock';
 		say_op($h, 'hint: raise snowflake.max_run_ahead_ms (to -1) and reload');
@@ -795,21 +977,21 @@ sub follow_hint
 	return unless $step;
 	kind($h, $step);
 	# released: the next call generates, or is refused for another cause
-	my $ctx = ctx_now($h);
-	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
-	$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
-	if ($ret == 0)
-	{
-		check_ids($h, [ [$out] ], "after the hint's step", $ctx);
-	}
-	else
-	{
-		my $again = judge($h, $err, "after the hint's step", $ctx);
-		violation($h, "the hint's step did not release the refusal ($why): $err")
-		  if defined $again && $again eq $why;
-	}
-	saw_clock($h, $ctx);
+	my (undef, $again, $err) = one_call($h, $node, "after the hint's step");
+	violation($h, "the hint's step did not release the refusal ($why): " . error_of($err)->{line})
+	  if defined $again && $again eq $why;
 	return;
+}
+
+# Whether the clock's refusal names the step of raising
+# snowflake.max_run_ahead_ms: where the last ID is further ahead of the
+# clock than any setting lets the node run (a day), it names the clock
+# instead.  The model's lead is the most the node's can be.
+sub hint_raises
+{
+	my ($h) = @_;
+	my $lead = lead_bound_ms($h, now_ms() + $h->{offset_ms});
+	return defined $lead && $lead < $cap_ms - 1000;
 }
 
 sub clock_step
@@ -850,9 +1032,10 @@ sub reload_and_wait
 	my $want = "$h->{ahead_ms}|$h->{backward_ms}";
 	for (1 .. 100)
 	{
+		# in ms, as written (current_setting() would say 5s for 5000)
 		my ($ret, $out) = try_sql($node,
-			"SELECT current_setting('snowflake.max_run_ahead_ms') || '|' || current_setting('snowflake.max_clock_backward_ms')", 10);
-		$out =~ s/ms//g;
+			"SELECT string_agg(setting, '|' ORDER BY name DESC) FROM pg_settings "
+			  . "WHERE name IN ('snowflake.max_run_ahead_ms', 'snowflake.max_clock_backward_ms')", 10);
 		return if $ret == 0 && $out eq $want;
 		select(undef, undef, undef, 0.1);
 	}
@@ -898,7 +1081,7 @@ sub restart
 			kill 'KILL', $pid;
 			crashed($h);
 			# a child's SIGKILL restarts every process
-			wait_up($node);
+			wait_restarted($h, $node, $pid);
 		}
 		else
 		{
@@ -1007,21 +1190,23 @@ sub repair_if_refused
 	my ($h, $node) = @_;
 	my $m = $h->{model};
 	return unless $m->{file_broken} && $m->{preloaded} && !$m->{settings_bad} && $m->{identity} eq 'ok';
-	my $ctx = ctx_now($h, repair => 1);
+	my $ctx = ctx_now($h, repair => 1, node => $node);
 	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
 	if ($ret == 0)
 	{
 		violation($h, "a damaged state file was not refused: it issued $out");
 		return;
 	}
-	judge($h, $err, 'damaged state file', $ctx);
-	return unless $err =~ /HINT:.*snowflake_repair_state/s;
+	# the hint of a damaged file (XX001, state_damaged) names the repair
+	my $why = judge($h, $err, 'damaged state file', $ctx);
+	return unless $why eq 'the state file is damaged';
 	say_op($h, "repair above $h->{floor}");
 	kind($h, 'repair');
 	($ret, $out, $err) = try_sql($node, "SELECT snowflake_repair_state($h->{floor})");
-	# a value far ahead of the clock is refused as a likely typo; this
-	# operator knows it is the largest ID issued, the clock is what is behind
-	if ($ret != 0 && $err =~ /is \d+ ms ahead of the system clock|is in the last tick/)
+	# a value far ahead of the clock (22023) is refused as a likely typo;
+	# this operator knows it is the largest ID issued, the clock is what is
+	# behind
+	if ($ret != 0 && (error_of($err)->{code} // '') eq '22023')
 	{
 		say_op($h, "repair above $h->{floor}, forced: the clock is behind it");
 		($ret, $out, $err) = try_sql($node,
@@ -1131,7 +1316,8 @@ sub standby_op
 		catch_up($node, $h->{standby});
 	}
 	my $sb = $h->{standby};
-	$how //= pick('checkpoint', 'crash', 'kill backend', 'cascade', 'promote', 'promote');
+	$how //= pick('checkpoint', 'crash', 'kill backend', 'cascade', 'promote', 'promote', 'worker-retired');
+	return worker_retired($h, $node) if $how eq 'worker-retired';
 	if ($how eq 'cascade' || ($how eq 'promote-cascade' && !$h->{cascade}))
 	{
 		$h->{cascade} = make_standby($h, $sb, 'cascading standby of the standby') unless $h->{cascade};
@@ -1168,7 +1354,7 @@ sub standby_op
 		}
 		kill 'KILL', $pid if $pid;
 		eval { $run->finish; };
-		wait_up($sb);
+		$pid ? wait_restarted($h, $sb, $pid) : wait_up($sb);
 		# a standby refuses to generate, and says why
 		my ($ret, $out, $err) = try_sql($sb, 'SELECT snowflake_nextval()');
 		if ($ret == 0)
@@ -1180,7 +1366,7 @@ sub standby_op
 			# a standby with a setting rejected at its start says that first
 			my $bad = settings_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad});
 			local $h->{model}{settings_bad} = $bad;
-			judge($h, $err, 'standby', { %{ ctx_now($h) }, standby => 1 });
+			judge($h, $err, 'standby', ctx_now($h, standby => 1, node => $sb));
 		}
 	}
 	else
@@ -1214,6 +1400,9 @@ sub standby_op
 		$h->{floor} = $reached || 0;
 		$h->{offset_ms} = $new->{torture_offset_ms};
 		adopt_settings($h, $new);
+		# configured with the worker id its primary gave up, it refuses
+		my $retired = $new->{torture_retired};
+		set_identity($h, 'retired') if $retired && $h->{worker} == $retired->[0];
 		# what the old primary may have reserved bounds what it replayed
 		unclean($h);
 		$h->{issued_since_start} = 0;
@@ -1230,19 +1419,97 @@ sub standby_op
 		$h->{node} = $new;
 		$h->{model}{file_broken} = 0;
 		# refusals there are judged as the primary's: it is that node now
-		my $ctx = ctx_now($h);
-		my ($ret, $out, $err) = try_sql($new, 'SELECT snowflake_nextval()');
-		# the call may wait for the clock, within the policy
-		$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
-		if ($ret == 0)
-		{
-			check_ids($h, [ [$out] ], 'promoted', $ctx);
-		}
-		else
-		{
-			judge($h, $err, 'first call after promotion', $ctx);
-		}
-		saw_clock($h, $ctx);
+		one_call($h, $new, 'first call after promotion');
+		follow_retired_hint($h, $new, $retired->[1]) if $h->{model}{identity} eq 'retired';
+	}
+	return;
+}
+
+# The primary moves to another worker id (a reload, README's remedy for a
+# clash), and claims it now and then; its standby's own configuration keeps
+# the old one.  The standby says so once it has replayed the change
+# (held_claimed, worker_retired), and promoted it refuses (55S03) until its
+# snowflake.worker_id is the new one: never an ID under the worker id the
+# primary gave up.
+sub worker_retired
+{
+	my ($h, $node) = @_;
+	my $m = $h->{model};
+	if ($m->{settings_bad} || $m->{file_broken} || !$m->{preloaded} || $m->{identity} ne 'ok' ||
+		!defined((one_call($h, $node, 'worker-id change: before it'))[0]))
+	{
+		say_op($h, 'worker-id change: skipped, the node cannot generate now');
+		return;
+	}
+	kind($h, 'worker-retired');
+	my $sb = $h->{standby};
+	catch_up($node, $sb);
+	my $old = $h->{worker};
+	my $new = pick(grep { $_ != $old } 1, 2, 3);
+	my $claim = rand() < 0.5;
+	say_op($h, "worker id $old -> $new on the primary, reloaded" . ($claim ? ' and claimed' : '')
+		  . "; its standbys keep $old in their own configuration");
+	$h->{worker} = $new;
+	write_settings($h, $node);
+	$node->reload;
+	for my $s (grep { defined } $sb, $h->{cascade})
+	{
+		write_settings($h, $s, worker => $old);
+		$s->{torture_retired} = [ $old, $new ];
+	}
+	# the keeper applies it: the primary's worker id in force is the new one
+	my $w = '';
+	for (1 .. 100)
+	{
+		(undef, $w) = try_sql($node, 'SELECT snowflake_worker_id()', 10);
+		last if $w eq $new;
+		select(undef, undef, undef, 0.1);
+	}
+	violation($h, "worker-id change: the primary's worker id in force is '$w', not $new") unless $w eq $new;
+	burst($h, $node, during => 'nothing');
+	if ($claim)
+	{
+		one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()', no_ids => 1);
+	}
+	# the standby says so, having replayed it
+	catch_up($node, $sb);
+	my $shown = '';
+	for (1 .. 100)
+	{
+		(undef, $shown) = try_sql($sb, "SELECT state || '/' || coalesce(reason, '') FROM snowflake_status", 10);
+		last if $shown eq 'held_claimed/worker_retired';
+		select(undef, undef, undef, 0.1);
+	}
+	violation($h, "worker-id change: the standby that replayed it shows '$shown', not held_claimed/worker_retired")
+	  unless $shown eq 'held_claimed/worker_retired';
+	# failover: the promoted standby refuses, and its hint's step is taken
+	# (standby_op)
+	standby_op($h, $node, 'promote');
+	return;
+}
+
+# A node promoted with the worker id its primary gave up refuses (judged
+# as the first call after the promotion); the hint's step: the worker id
+# the primary moved to, reloaded.  Then it generates, under that one.
+sub follow_retired_hint
+{
+	my ($h, $node, $new) = @_;
+	say_op($h, "hint: snowflake.worker_id = $new, reload");
+	$h->{worker} = $new;
+	write_settings($h, $node);
+	$node->reload;
+	for (1 .. 100)
+	{
+		my (undef, $w) = try_sql($node, "SELECT current_setting('snowflake.worker_id')", 10);
+		last if $w eq $new;
+		select(undef, undef, undef, 0.1);
+	}
+	set_identity($h, 'ok');
+	my ($out) = one_call($h, $node, "after the hint's step");
+	if (defined $out)
+	{
+		my (undef, $w) = try_sql($node, "SELECT (snowflake_decode($out)).worker_id");
+		violation($h, "after the hint's step, an ID of worker $w, not $new") if $w ne $new;
 	}
 	return;
 }
@@ -1308,19 +1575,8 @@ sub subscription_op
 	# and the file writable, reservations go on
 	for (1 .. 3)
 	{
-		my $ctx = ctx_now($h);
-		my ($ret, $out, $err) = try_sql($node,
-			'COPY (SELECT snowflake_nextval() FROM generate_series(1, 5000)) TO STDOUT');
-		$ctx->{hi_ms} = now_ms() + $h->{offset_ms};
-		if ($ret == 0)
-		{
-			check_ids($h, [ [ split /\n/, $out ] ], 'while DROP SUBSCRIPTION hung', $ctx);
-		}
-		else
-		{
-			judge($h, $err, 'while DROP SUBSCRIPTION hung', $ctx);
-		}
-		saw_clock($h, $ctx);
+		one_call($h, $node, 'while DROP SUBSCRIPTION hung',
+			sql => 'COPY (SELECT snowflake_nextval() FROM generate_series(1, 5000)) TO STDOUT');
 		select(undef, undef, undef, 0.4);
 	}
 	kill 'CONT', @pids;
@@ -1330,55 +1586,226 @@ sub subscription_op
 
 # A copy of the node (or the node upgraded, or restored from a dump) must
 # refuse before its first ID under the source's worker id, saying why.
+# Returns the refusal's cause.
 sub expect_held_back
 {
 	my ($h, $node, $what) = @_;
-	my $ctx = ctx_now($h);
+	my $ctx = ctx_now($h, node => $node);
 	my ($ret, $out, $err) = try_sql($node, 'SELECT snowflake_nextval()');
 	if ($ret == 0)
 	{
 		violation($h, "$what: generated $out before it was told which node it is");
-		return;
+		return 'generated';
 	}
-	judge($h, $err, $what, $ctx);
+	return judge($h, $err, $what, $ctx);
+}
+
+# Whether the history plays an event kind now: forced (once), or drawn.
+sub wanted
+{
+	my ($h, $k, $p) = @_;
+	return delete $h->{want}{$k} || rand() < $p;
+}
+
+# One of the node's files removed from a data directory held back, while
+# the server is stopped (snowflake.identity or snowflake.state: each holds
+# the whole record), and the server started again: it is held back for the
+# same reason.
+sub remove_held_file
+{
+	my ($h, $node, $what) = @_;
+	my $reason = status_reason($node);
+	if (!defined $reason || $reason eq '')
+	{
+		return violation($h, "$what: held back, but snowflake_status gives no reason");
+	}
+	my $file = pick('snowflake.identity', 'snowflake.state');
+	say_op($h, "$what: $file removed while the server is stopped (held back: $reason), started again");
+	kind($h, 'held-file-removed');
+	$h->{faults}++;
+	$node->stop('fast', fail_ok => 1);
+	unlink $node->data_dir . "/$file";
+	start_node($h, $node, $h->{offset_ms}) && wait_primary($node)
+	  or return violation($h, "$what: the server did not start again");
+	local $h->{model}{held_reason} = $reason;
+	expect_held_back($h, $node, "$what, $file removed");
 	return;
+}
+
+# The time the lost node stopped, as its operator gives it: the latest its
+# clock read (a clock stepped back since its last IDs reads less).
+sub lost_node_time
+{
+	my ($h) = @_;
+	return max(now_ms() + $h->{offset_ms}, $h->{model}{seen_ms});
+}
+
+sub timestamptz_of
+{
+	my ($ms) = @_;
+	return sprintf("to_timestamp(%d / 1000.0)", $ms);
+}
+
+# The record of a release cannot be written: $PGDATA and the node's files
+# read-only for the server's account, or snowflake.state made a directory.
+# The release must fail and change nothing: the node refuses as before,
+# for the same reason, also once the fault is undone.
+sub release_write_fails
+{
+	my ($h, $node, $what, $sql) = @_;
+	my $dir = $node->data_dir;
+	my $how = pick('read-only', 'directory');
+	my $reason = status_reason($node) // '';
+	say_op($h, "$what: the release while its record cannot be written ("
+		  . ($how eq 'read-only' ? 'the data directory and the files read-only' : 'snowflake.state a directory')
+		  . "), then again once it can");
+	kind($h, 'release-write-fails');
+	$h->{faults}++;
+	my @files = grep { -f "$dir/$_" } 'snowflake.state', 'snowflake.identity';
+	if ($how eq 'read-only')
+	{
+		chmod 0400, map { "$dir/$_" } @files;
+		chmod 0500, $dir;
+	}
+	else
+	{
+		rename "$dir/snowflake.state", "$dir/snowflake.state.aside";
+		mkdir "$dir/snowflake.state";
+	}
+	my ($ret, $out, $err) = try_sql($node, $sql);
+	my $e = error_of($err);
+	violation($h, "$what: released ($out) though its record could not be written") if $ret == 0;
+	violation($h, "$what: the failed write ended the session: $e->{line}") if $ret != 0 && is_cut($e);
+	local $h->{model}{held_reason} = $reason;
+	expect_held_back($h, $node, "$what, after a release that could not be written");
+	if ($how eq 'read-only')
+	{
+		chmod 0700, $dir;
+		chmod 0600, map { "$dir/$_" } @files;
+	}
+	else
+	{
+		rmdir "$dir/snowflake.state";
+		rename "$dir/snowflake.state.aside", "$dir/snowflake.state";
+	}
+	expect_held_back($h, $node, "$what, the fault undone, before the release");
+	return;
+}
+
+# A node that replaces a lost one (a copy, a restore, an upgrade, a dump
+# restored) released as its hint says, and judged: the floor it continues
+# above must cover every ID the lost node issued, all of them recorded
+# ($h->{floor}).  how: stopped_at (the lost node's time, lost_node_time),
+# above (an ID), old (the old cluster's data directory).  The node is then
+# the history's, and the model's state is the floor.  Returns whether it
+# was released.
+sub release
+{
+	my ($h, $node, $what, %how) = @_;
+	my $m = $h->{model};
+	my $prefix = $how{prefix} // '';
+	my $sql = sub {
+		my (%a) = @_;
+		return "${prefix}SELECT snowflake.snowflake_confirm_node("
+		  . join(', ', map { "$_ => $a{$_}" } sort keys %a) . ')';
+	};
+	my %args = defined $how{old} ? (old_data_directory => "'$how{old}'") :
+	  defined $how{stopped_at} ? (stopped_at => timestamptz_of($how{stopped_at})) :
+	  (above => $how{above});
+	# without a floor: refused, and nothing changes
+	if (rand() < 0.2)
+	{
+		my ($ret, $out, $err) = try_sql($node, $sql->());
+		my $code = error_of($err)->{code} // '';
+		violation($h, "$what: released without a floor") if $ret == 0;
+		violation($h, "$what: a release without a floor refused with " . error_of($err)->{line} . ', not 22004')
+		  if $ret != 0 && $code ne '22004';
+	}
+	release_write_fails($h, $node, $what, $sql->(%args)) if wanted($h, 'release-write-fails', 0.15);
+	say_op($h, "$what: released, " . join(', ', map { "$_ => $args{$_}" } sort keys %args));
+	my $ctx = ctx_now($h, node => $node, stopped_at_ms => $how{stopped_at});
+	my ($ret, $out, $err) = try_sql($node, $sql->(%args));
+	if ($ret != 0 && defined $how{stopped_at})
+	{
+		# a stop time a day ahead of this server's clock is refused
+		# (22023): the operator gives the highest ID then
+		my $why = judge($h, $err, "$what: release", $ctx);
+		return 0 if $why eq 'unjustified';
+		%args = (above => $h->{floor});
+		say_op($h, "$what: released, above => $h->{floor}");
+		($ret, $out, $err) = try_sql($node, $sql->(%args));
+	}
+	if ($ret != 0)
+	{
+		violation($h, "$what: the hint's step failed: " . error_of($err)->{line});
+		return 0;
+	}
+	$h->{releases}++;
+	violation($h, "$what: released above $out, not above ID $h->{floor} the lost node issued")
+	  if $out !~ /^\d+$/ || $out < $h->{floor};
+	set_identity($h, 'ok');
+	$h->{node} = $node;
+	# IDs continue above the floor it says, its state, in the layout in force
+	if ($out =~ /^\d+$/)
+	{
+		$h->{floor} = $out if $out > $h->{floor};
+		$m->{hi} = $out if $out > $m->{hi};
+	}
+	$m->{hi_layout} = $h->{layout};
+	$h->{issued_since_start} = 0;
+	unclean($h);
+	return 1;
+}
+
+# How the operator releases a node that replaces a lost one: the time the
+# lost node stopped, or its highest ID (where the node's IDs of now are in
+# another layout than its last ones, the time says nothing of those).
+sub release_lost
+{
+	my ($h, $node, $what, $lost_ms, $by_time) = @_;
+	my $m = $h->{model};
+	return release($h, $node, $what, above => $h->{floor})
+	  if (!$by_time && rand() < 0.4) || $m->{hi_layout} ne $h->{layout};
+	return release($h, $node, $what, stopped_at => $lost_ms);
 }
 
 # The node's life beyond one server: pg_upgrade (the library preloaded
 # during it, or only after), a dump restored into a new cluster with the
 # same worker id, a clone started standalone, a restore to a point in time
-# (the end of a base backup).  Each new server must refuse until the
+# (the end of a base backup; a target time from an archive; an archive
+# that lacks its last segment).  Each new server must refuse until the
 # documented step, with the reason it detected; a clone either gets a
 # worker id of its own (the source goes on) or replaces its source (the
-# source dies first).
+# source dies first, and the clone is released above every ID it issued).
 sub lifecycle_op
 {
-	my ($h, $node, $how, $first) = @_;
-	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr');
+	my ($h, $node, $how, $first, %opt) = @_;
+	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr',
+		pick('pitr-target', 'archive-lost-segment'));
 	my $name = "l$h->{seed}_" . $h->{backup}++;
 	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
 	my $m = $h->{model};
 	my ($ret, $out, $err);
 	wake_keeper($h);
 	$h->{faults}++;
-	kind($h, $how);
 	# the operator does this to a node that works
-	my ($works) = $m->{settings_bad} || $m->{file_broken} || !$m->{preloaded} ? (1) :
-	  try_sql($node, 'SELECT snowflake_nextval()');
-	if ($works != 0)
+	if ($m->{settings_bad} || $m->{file_broken} || !$m->{preloaded} || $m->{identity} ne 'ok' ||
+		!defined((one_call($h, $node, "$how: before it"))[0]))
 	{
 		say_op($h, "$how: skipped, the node cannot generate now");
 		return;
 	}
+	kind($h, $how);
+	return archive_restore($h, $node, $how) if $how eq 'pitr-target' || $how eq 'archive-lost-segment';
 	if ($how eq 'clone' || $how eq 'pitr')
 	{
-		my $replace = rand() < 0.5;
+		my $replace = $opt{replace} // rand() < 0.5;
 		# its first start may be with a setting it rejects or with no
 		# worker id, fixed after; recovery uses up its backup_label and
 		# recovery.signal at that start all the same
 		$first //= pick('', '', '', 'rejected', 'unset');
-		my %first = (rejected => [ "snowflake.tpyo = 1", qr/snowflake cannot generate IDs: "snowflake.tpyo"/ ],
-			unset => [ "snowflake.worker_id = -1", qr/snowflake.worker_id is not set/ ]);
+		my %first = (rejected => [ "snowflake.tpyo = 1", 'F0000' ],
+			unset => [ "snowflake.worker_id = -1", '55S09' ]);
 		say_op($h, ($how eq 'clone' ? 'clone: a base backup started as a primary' :
 					'PITR: a base backup restored to its end, started as a primary') .
 			   ($replace ? ', replacing the node' : ', given worker 99') .
@@ -1395,12 +1822,14 @@ sub lifecycle_op
 			close $fh;
 		}
 		$copy->append_conf('postgresql.conf', "$first{$first}[0]\n") if $first;
-		# the copy is judged as a copy; the node goes on as it was
-		$m->{identity} = 'copy';
+		# the copy is judged as a copy; the node goes on as it was.  A base
+		# backup started as a primary has its backup_label; restored, its
+		# recovery.signal too (and it is a new directory)
+		set_identity($h, 'copy', $how eq 'clone' ? [qw(backup_label other_directory)] : undef);
 		my $started = start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy);
 		if (!$started)
 		{
-			$m->{identity} = 'ok';
+			set_identity($h, 'ok');
 			return violation($h, "$how: the copy did not start");
 		}
 		if ($first)
@@ -1409,8 +1838,10 @@ sub lifecycle_op
 			($ret, $out, $err) = try_sql($copy, 'SELECT snowflake_nextval()');
 			return violation($h, "$how: generated $out at its first start, with $first{$first}[0]")
 			  if $ret == 0;
-			violation($h, "$how: at its first start, with $first{$first}[0], refused for another reason: $err")
-			  unless $err =~ $first{$first}[1];
+			my $code = error_of($err)->{code} // '';
+			violation($h, "$how: at its first start, with $first{$first}[0], refused for another reason: "
+				  . error_of($err)->{line})
+			  unless $code eq $first{$first}[1];
 			# the fix: the line goes, and a restart or a reload takes it
 			my $file = $copy->data_dir . '/postgresql.conf';
 			my $text = slurp_file($file);
@@ -1420,7 +1851,7 @@ sub lifecycle_op
 			close $fh;
 			if ($first eq 'rejected')
 			{
-				stop_node($h, $copy, 'fast');
+				$copy->stop('fast', fail_ok => 1);
 				start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy)
 				  or return violation($h, "$how: the copy did not start again");
 			}
@@ -1436,14 +1867,15 @@ sub lifecycle_op
 			}
 		}
 		expect_held_back($h, $copy, $how);
+		remove_held_file($h, $copy, $how) if wanted($h, 'held-file-removed', 0.15);
 		if (!$replace)
 		{
 			# the hint's first step: a worker id of its own
 			write_settings($h, $copy, worker => 99);
 			$copy->reload;
 			select(undef, undef, undef, 0.3);
-			$m->{identity} = 'ok';
-			my $ctx = ctx_now($h);
+			set_identity($h, 'ok');
+			my $ctx = ctx_now($h, node => $copy);
 			($ret, $out, $err) = try_sql($copy,
 				'SELECT (snowflake_decode(snowflake_nextval())).worker_id');
 			if ($ret != 0)
@@ -1458,26 +1890,14 @@ sub lifecycle_op
 			return;
 		}
 		# the node dies; the copy is confirmed as the same node, the hint's
-		# other step
+		# other step, above every ID the node issued
+		my $lost_ms = lost_node_time($h);
 		hard_kill($node);
 		drop_standbys($h);
-		($ret, $out, $err) = try_sql($copy, 'SELECT snowflake_confirm_node()');
-		if ($ret != 0)
-		{
-			violation($h, "$how: the documented step failed: $err");
-			return;
-		}
-		$m->{identity} = 'ok';
+		release_lost($h, $copy, $how, $lost_ms) or return;
 		# the restore is over: its standbys must not stop at its target
 		$copy->append_conf('postgresql.conf', "recovery_target = ''\nrecovery_target_action = 'pause'\n")
 		  if $how eq 'pitr';
-		# the promise now: above every ID of the node that reached the copy
-		my (undef, $reached) = try_sql($copy, 'SELECT coalesce(max(id), 0) FROM t');
-		$h->{seen} = {};
-		$h->{floor} = $reached;
-		$h->{node} = $copy;
-		$h->{issued_since_start} = 0;
-		unclean($h);
 		return;
 	}
 
@@ -1486,7 +1906,7 @@ sub lifecycle_op
 		conf => $conf);
 	write_settings($h, $new, preload => !$late);
 	drop_standbys($h);
-	my ($floor_sql, $identity);
+	my (%release, $identity);
 	if ($how =~ /^pg_upgrade/)
 	{
 		say_op($h, 'pg_upgrade to a new cluster, started on the same clock' .
@@ -1503,7 +1923,7 @@ sub lifecycle_op
 		};
 		return violation($h, "pg_upgrade failed: $out $err $@") unless $ok;
 		# the old cluster's file, which pg_upgrade does not carry over
-		$floor_sql = "SELECT snowflake_confirm_node(old_data_directory => '" . $node->data_dir . "')";
+		%release = (old => $node->data_dir);
 		# the library loaded by pg_upgrade's restore records the upgrade
 		$identity = 'upgraded';
 		write_settings($h, $new);
@@ -1516,7 +1936,7 @@ sub lifecycle_op
 		say_op($h, 'dump, restored into a new cluster with the same worker id' .
 			  ($first ? ', which claimed it first' : ''));
 		# README: a node claims its worker id; the claim travels in the dump
-		my $ctx = ctx_now($h);
+		my $ctx = ctx_now($h, node => $node);
 		($ret, $out, $err) = try_sql($node, 'SELECT worker_id FROM snowflake_claim_worker()');
 		if ($ret != 0)
 		{
@@ -1545,38 +1965,133 @@ sub lifecycle_op
 		# into a database that has the extension: only its schema is in the way
 		$ok = 1 if $first && !$@ && !grep { /error/ && !/already exists|errors ignored on restore: 1$/ && !/^Command was/ } split /\n/, $err;
 		return violation($h, "pg_restore failed: $err $@") unless $ok;
-		$floor_sql = "SELECT snowflake_confirm_node(above => $hwm)";
+		%release = (above => $hwm);
 		$identity = 'inherited';
 		$m->{hi} = $hwm if $hwm && $hwm > $m->{hi};
 	}
 	$h->{node} = $new;
 	# a dump holds one database; pg_upgrade carries them all
 	$h->{dbs} = ['postgres'] if $how eq 'dump-restore';
-	$m->{identity} = $identity;
+	set_identity($h, $identity);
 	start_node($h, $new, $h->{offset_ms}) if $how =~ /^pg_upgrade/;
 	wait_up($new) or return violation($h, 'the new cluster did not start');
 	expect_held_back($h, $new, $how);
-	($ret, $out, $err) = try_sql($new, $floor_sql);
-	if ($ret != 0 && $how =~ /^pg_upgrade/)
+	remove_held_file($h, $new, $how) if wanted($h, 'held-file-removed', 0.15);
+	release($h, $new, $how, %release);
+	return;
+}
+
+# A restore from WAL archived while the node ran, the node lost after IDs
+# that did not all reach the restore: to a target time with IDs issued
+# after it (pitr-target), or to the end of an archive that lacks its last
+# segment (archive-lost-segment).  The restored node is held back as a
+# copy, and released as its hint says: above every ID the lost node
+# issued, those after the target or in the lost segment too.  The host it
+# is restored on may run a few seconds behind.
+sub archive_restore
+{
+	my ($h, $node, $how) = @_;
+	my $m = $h->{model};
+	my $n = $h->{backup}++;
+	my $archive = $node->basedir . "/archive_$n";
+	my $name = "a$h->{seed}_$n";
+	drop_standbys($h);
+	mkdir $archive or die "cannot make $archive: $!";
+	say_op($h, ($how eq 'pitr-target' ? 'PITR to a target time' : 'a restore from an archive without its last segment')
+		  . ': WAL archived from a restart on, a base backup');
+	$node->append_conf('postgresql.conf', "archive_mode = on\narchive_command = 'cp \"%p\" \"$archive/%f\"'\n");
+	stop_node($h, $node, 'fast');
+	start_node($h, $node, $h->{offset_ms}) or return violation($h, 'the node did not come back');
+	take_backup($h, $node, $name) or return;
+	my $ids = sub {
+		my ($what, $n) = @_;
+		one_call($h, $node, $what,
+			sql => "COPY (INSERT INTO t SELECT snowflake_nextval() FROM generate_series(1, $n) RETURNING id) TO STDOUT");
+	};
+	my ($target, $by_time);
+	$ids->('IDs before the target', 1000);
+	if ($how eq 'pitr-target')
 	{
-		# a damaged or unusable old state file: the highest ID known
-		judge($h, $err, "$how: confirm from the old data directory", ctx_now($h));
-		($ret, $out, $err) = try_sql($new, "SELECT snowflake_confirm_node(above => $m->{hi})");
-	}
-	if ($ret == 0)
-	{
-		$m->{identity} = 'ok';
-		$h->{issued_since_start} = 0;
-		# the new cluster's state is the floor given: a reservation or
-		# the old node's exact last ID, written in the layout in force
-		$m->{hi_layout} = $h->{layout};
-		unclean($h);
+		select(undef, undef, undef, 0.1);
+		my $t = now_ms() + $h->{offset_ms};
+		my @tm = gmtime(int($t / 1000));
+		$target = sprintf('%04d-%02d-%02d %02d:%02d:%02d.%03d+00', $tm[5] + 1900, $tm[4] + 1, @tm[ 3, 2, 1, 0 ],
+			$t % 1000);
+		select(undef, undef, undef, 0.1);
+		# IDs for a second after the target, committed; the archive has
+		# them, the restore stops before them
+		for (1 .. 2)
+		{
+			$ids->('IDs after the target', 1000);
+			select(undef, undef, undef, 0.5);
+		}
+		say_op($h, "target $target, IDs for a second after it, archived");
+		try_sql($node, 'SELECT txid_current()');
+		switch_and_archive($h, $node) or return;
 	}
 	else
 	{
-		violation($h, "$how: the documented step failed: $err");
+		switch_and_archive($h, $node) or return;
+		$ids->('IDs in the last segment archived', 1000);
+		my $last = switch_and_archive($h, $node) or return;
+		unlink "$archive/$last";
+		say_op($h, "the archive loses its last segment, $last");
 	}
+	# and some that never reach the archive; now and then after the lost
+	# node's policy let it run ahead (which its WAL that the restore has
+	# does not say)
+	$ids->('IDs never archived', 1000);
+	if (wanted($h, 'run-ahead-unarchived', 0.4))
+	{
+		kind($h, 'run-ahead-unarchived');
+		say_op($h, 'max_run_ahead_ms -1 on the node, reloaded, IDs that run ahead of its clock');
+		$h->{ahead_ms} = -1;
+		write_settings($h, $node);
+		reload_and_wait($h, $node);
+		run_ahead($h, $node, 5000);
+		$by_time = 1;
+	}
+	my $lost_ms = lost_node_time($h);
+	hard_kill($node);
+
+	my $copy = PostgreSQL::Test::Cluster->new($name);
+	$copy->init_from_backup($node, $name);
+	$copy->append_conf('postgresql.conf', "archive_mode = off\nrestore_command = 'cp \"$archive/%f\" \"%p\"'\n"
+		  . ($target ? "recovery_target_time = '$target'\nrecovery_target_action = 'promote'\n" : ''));
+	open my $fh, '>', $copy->data_dir . '/recovery.signal' or die;
+	close $fh;
+	my $behind = pick(0, 0, 3000);
+	$h->{offset_ms} -= $behind;
+	say_op($h, "the node lost; restored from the base backup and the archive, on a clock ${behind} ms behind");
+	set_identity($h, 'copy');
+	start_node($h, $copy, $h->{offset_ms}) && wait_primary($copy)
+	  or return violation($h, "$how: the restore did not start");
+	$h->{node} = $copy;
+	expect_held_back($h, $copy, $how);
+	remove_held_file($h, $copy, $how) if wanted($h, 'held-file-removed', 0.15);
+	release_lost($h, $copy, $how, $lost_ms, $by_time) or return;
+	# the restore is over: its standbys must not stop at its target or read
+	# the lost node's archive
+	$copy->append_conf('postgresql.conf', "recovery_target_time = ''\nrecovery_target_action = 'pause'\nrestore_command = ''\n");
+	burst($h, $copy, during => 'nothing');
 	return;
+}
+
+# Switch to a new WAL segment and wait until the archiver has the one
+# before; returns its name.
+sub switch_and_archive
+{
+	my ($h, $node) = @_;
+	my (undef, $seg) = try_sql($node, 'SELECT pg_walfile_name(pg_switch_wal())');
+	for (1 .. 300)
+	{
+		my (undef, $done) = try_sql($node,
+			"SELECT coalesce(last_archived_wal, '') >= '$seg' FROM pg_stat_archiver", 10);
+		return $seg if $done eq 't';
+		select(undef, undef, undef, 0.1);
+	}
+	violation($h, "WAL segment $seg was not archived in 30 s");
+	return undef;
 }
 
 sub drop_standbys
@@ -1707,20 +2222,12 @@ sub prelude
 			# the primary is lost before it ever ran the library: its standby
 			# cannot know, says so, and the hint's step releases it
 			say_op($h, 'the primary dies before its restart, the standby is promoted');
-			$m->{identity} = 'new';
+			set_identity($h, 'new');
 			standby_op($h, $node, 'promote');
 			$node = $h->{node};
-			my ($ret, $out, $err) = try_sql($node,
-				'SET search_path = "$user", public; SELECT snowflake.snowflake_confirm_node(above => 0)');
-			if ($ret == 0)
-			{
-				say_op($h, 'hint: snowflake_confirm_node(above => 0), the primary issued no ID');
-				$m->{identity} = 'ok';
-			}
-			else
-			{
-				violation($h, "the hint's step failed: $err");
-			}
+			# the hint: the primary issued no ID
+			release($h, $node, 'promoted before the library', above => 0,
+				prefix => 'SET search_path = "$user", public; ');
 		}
 		else
 		{
@@ -1831,6 +2338,21 @@ sub working
 		$h->{offset_ms} = 0;
 		set_offset($node, 0);
 	}
+	# IDs ahead of the clock, further than the policy lets the node go on:
+	# a few seconds are waited for, more take the clock hint's step
+	my $lead = lead_bound_ms($h, now_ms());
+	if (defined $lead && $lead > allowed_lead_ms($h))
+	{
+		if ($lead < 5000)
+		{
+			say_op($h, "the clock catches up with the last ID, $lead ms ahead at most");
+			select(undef, undef, undef, $lead / 1000);
+		}
+		else
+		{
+			follow_hint($h, $node, 'the node is further ahead than the policy waits');
+		}
+	}
 	return;
 }
 
@@ -1864,16 +2386,38 @@ sub forced
 		return standby_op($h, $h->{node}, 'promote');
 	}
 	return standby_op($h, $node, $standby{$k}) if $standby{$k};
-	return lifecycle_op($h, $node, $k) if $k =~ /^(pg_upgrade|pg_upgrade-without-preload|dump-restore|clone|pitr)$/;
-	if ($k eq 'restore-after-claim')
+	# the node's life beyond one server starts from a node that works; a
+	# refusal on the way takes its step, and the case is played again
+	my %life = map { $_ => 1 } qw(restore-after-claim copy-first-start pg_upgrade pg_upgrade-without-preload
+	  dump-restore clone pitr pitr-target archive-lost-segment run-ahead-unarchived held-file-removed
+	  release-write-fails worker-retired);
+	if ($life{$k})
 	{
-		working($h, $node);
-		return lifecycle_op($h, $node, 'dump-restore', 'claimed');
-	}
-	if ($k eq 'copy-first-start')
-	{
-		working($h, $node);
-		return lifecycle_op($h, $node, pick('clone', 'pitr'), pick('rejected', 'unset'));
+		my $before = $h->{kinds}{$k} // 0;
+		for (1 .. 2)
+		{
+			working($h, $h->{node});
+			local $h->{want}{$k} = 1;
+			if ($k eq 'worker-retired')
+			{
+				standby_op($h, $h->{node}, 'worker-retired');
+			}
+			else
+			{
+				my @args = $k eq 'restore-after-claim' ? ('dump-restore', 'claimed') :
+				  $k eq 'copy-first-start' ? (pick('clone', 'pitr'), pick('rejected', 'unset')) :
+				  # (drawn in the others too, in longer runs)
+				  $k eq 'held-file-removed' ? (pick('clone', 'pitr', 'dump-restore')) :
+				  $k eq 'run-ahead-unarchived' ? (pick('pitr-target', 'archive-lost-segment')) :
+				  # a release to fail: a copy replaces the node
+				  $k eq 'release-write-fails' ?
+				  (pick('clone', 'pitr', 'dump-restore'), undef, replace => 1) :
+				  ($k);
+				lifecycle_op($h, $h->{node}, @args);
+			}
+			last if ($h->{kinds}{$k} // 0) > $before;
+		}
+		return;
 	}
 	if ($k eq 'promote-while-rejected')
 	{
@@ -1904,6 +2448,20 @@ sub forced
 	die "no way to force event kind $k";
 }
 
+# The clock policy by default (max_clock_backward_ms 10, max_run_ahead_ms
+# 0), reloaded.
+sub default_policy
+{
+	my ($h, $node) = @_;
+	return unless $h->{ahead_ms} != 0 || $h->{backward_ms} > 1000;
+	$h->{ahead_ms} = 0;
+	$h->{backward_ms} = 10;
+	say_op($h, 'reload: max_clock_backward_ms 10, max_run_ahead_ms 0');
+	write_settings($h, $node);
+	reload_and_wait($h, $node);
+	return;
+}
+
 # A hint's case: a node that generates meets the refusal, and the step of
 # its hint is taken.
 sub hint_case
@@ -1926,25 +2484,24 @@ sub hint_case
 	if ($k eq 'hint-clock')
 	{
 		# the default policy: a clock an hour back is refused
-		if ($h->{ahead_ms} != 0 || $h->{backward_ms} > 1000)
-		{
-			$h->{ahead_ms} = 0;
-			$h->{backward_ms} = 10;
-			say_op($h, 'reload: max_clock_backward_ms 10, max_run_ahead_ms 0');
-			write_settings($h, $node);
-			reload_and_wait($h, $node);
-		}
+		default_policy($h, $node);
 		burst($h, $node, during => 'nothing');
 		clock_step($h, $node, 'far back');
 		return burst($h, $node, during => 'nothing', follow => 1);
 	}
 	if ($k eq 'hint-keeper')
 	{
-		# IDs of a time a few seconds on need a reservation only the keeper makes
+		# IDs of a time a few seconds on need a reservation only the keeper
+		# makes (a node that may run ahead may have one already)
+		default_policy($h, $node);
 		burst($h, $node, during => 'nothing');
 		restart($h, $node, 'keeper stop');
-		$h->{offset_ms} += 3000;
-		say_op($h, "clock forward: 3000 ms, offset now $h->{offset_ms} ms");
+		# a few seconds past the last ID, which may be ahead of the clock (a
+		# release's floor covers the lost node's run-ahead)
+		my $lead = lead_bound_ms($h, now_ms() + $h->{offset_ms}) // 0;
+		my $step = 3000 + ($lead > 0 ? $lead : 0);
+		$h->{offset_ms} += $step;
+		say_op($h, "clock forward: $step ms, offset now $h->{offset_ms} ms");
 		set_offset($node, $h->{offset_ms});
 		return burst($h, $node, during => 'nothing', n => 1, single => 1, follow => 1);
 	}

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # test/orm/run.sh [BINDIR]: ORMs and schema tools do what README's "ORMs
-# and schema tools" tells their users: TypeORM, Sequelize and Knex from npm
-# (the versions package-lock.json pins, installed with npm ci), SQLAlchemy
-# and Alembic from Debian.  Starts a throwaway server like the others
-# (library preloaded, snowflake.worker_id = 7) and gives each tool a
-# database of its own, owned by the role app, whose sessions have the
-# search_path README recommends for applications: PostgreSQL's default,
-# without snowflake, set on the role because the server-wide one of the
-# tests has it.  Uses the installed extension of PG_MAJOR, or of the server
-# in BINDIR.  Prints a line per test and ends with one line:
+# and schema tools" tells their users: TypeORM, Sequelize, Knex, MikroORM
+# and Drizzle with drizzle-kit from npm (the versions package-lock.json
+# pins, installed with npm ci), SQLAlchemy with Alembic and Django from
+# Debian; and the ID libraries of README's table that npm has are read both
+# ways with the layout the table names (idlibs).  Starts a throwaway server
+# like the others (library preloaded, snowflake.worker_id = 7) and gives
+# each tool a database of its own, owned by the role app, whose sessions
+# have the search_path README recommends for applications: PostgreSQL's
+# default, without snowflake, set on the role because the server-wide one
+# of the tests has it.  Uses the installed extension of PG_MAJOR, or of the
+# server in BINDIR.  Prints a line per test and ends with one line:
 # "orm: N passed, M failed".  Removes its files when every test passed, and
 # otherwise says where they are.
 . "$(dirname "$0")/../lib.sh"
@@ -20,7 +22,7 @@ fi
 # Debian's python3, which sees Debian's packages (a python3 earlier on
 # PATH may not)
 PYTHON=/usr/bin/python3
-NEED_NODE=1 install_deps python3-sqlalchemy python3-psycopg2 python3-alembic
+NEED_NODE=1 install_deps python3-sqlalchemy python3-psycopg2 python3-alembic python3-django
 
 t0=$(date +%s)
 check_start orm
@@ -32,14 +34,14 @@ fail() {
 	failed=$((failed + 1))
 }
 
-cp "$SRC"/test/orm/{package.json,package-lock.json,*.mjs,*.py} "$WORK/"
+cp -r "$SRC"/test/orm/{package.json,package-lock.json,*.mjs,*.py,snowflake_shop} "$WORK/"
 if ! (cd "$WORK" && npm ci --no-audit --no-fund >"$WORK/npm.log" 2>&1); then
 	tail -n 20 "$WORK/npm.log"
 	fail "npm ci"
 fi
 
 start_server "$dir" yes "snowflake.worker_id = 7" "fsync = off"
-tools="typeorm sequelize knex sqlalchemy"
+tools="typeorm sequelize knex mikroorm drizzle sqlalchemy django idlibs"
 {
 	echo "CREATE ROLE app LOGIN;"
 	echo 'ALTER ROLE app SET search_path = "$user", public;'
@@ -56,7 +58,7 @@ tools="typeorm sequelize knex sqlalchemy"
 run() {
 	local tool=$1 out=$WORK/$1.out p f
 	shift
-	(cd "$WORK" && PGHOST=$dir PGPORT=5432 PGUSER=app PGDATABASE=$tool "$@") >"$out" 2>&1 || true
+	(cd "$WORK" && PGHOST=$dir PGPORT=5432 PGUSER=app PGDATABASE=$tool SNOWFLAKE_DOCS=$SRC/docs "$@") >"$out" 2>&1 || true
 	sed -n -E "s/^(not )?ok [0-9]+ - /\\1ok - $tool: /p" "$out"
 	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out")
 	f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out")
@@ -72,7 +74,11 @@ run() {
 run typeorm node --test --test-reporter=tap typeorm.test.mjs
 run sequelize node --test --test-reporter=tap sequelize.test.mjs
 run knex node --test --test-reporter=tap knex.test.mjs
+run mikroorm node --test --test-reporter=tap mikroorm.test.mjs
+run drizzle node --test --test-reporter=tap drizzle.test.mjs
 run sqlalchemy "$PYTHON" sqlalchemy_test.py
+run django "$PYTHON" django_test.py
+run idlibs node --test --test-reporter=tap idlibs.test.mjs
 
 echo "orm: ran in $(($(date +%s) - t0)) s"
 check_end orm "$passed" "$failed" "each tool's output, the server log"

@@ -1,8 +1,7 @@
 # SQLAlchemy and Alembic with snowflake keys, as README's "SQLAlchemy and
 # Alembic" says.  Connects with libpq's variables (test/orm/run.sh sets
-# them).  Prints TAP: "ok N - name" per test, then "# pass N", "# fail N".
+# them).  Prints TAP (common.py).
 import textwrap
-import traceback
 
 import sqlalchemy as sa
 from sqlalchemy import BigInteger, Column, ForeignKey, MetaData, Table, Text, create_engine, event, func, select, text
@@ -11,8 +10,9 @@ from alembic.autogenerate import compare_metadata, produce_migrations, render_py
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 
+from common import APP_SEARCH_PATH, assert_block, assert_exact_key as exact_key, run, test
+
 DEFAULT = 'snowflake.snowflake_nextval()'
-APP_SEARCH_PATH = '"$user", public'
 
 # README's models
 Base = declarative_base()
@@ -38,13 +38,6 @@ event.listen(engine, 'before_cursor_execute', lambda conn, cursor, sql, *rest: s
 # the search_path README recommends against for a tool's sessions
 engine_sp = create_engine('postgresql+psycopg2://', connect_args={'options': '-c search_path=public,snowflake'})
 
-tests = []
-
-
-def test(fn):
-    tests.append(fn)
-    return fn
-
 
 def diff(eng, metadata, **opts):
     """What Alembic's autogenerate finds, with its strict settings."""
@@ -60,21 +53,13 @@ def column_default(table, eng=engine, column='id'):
                          {'t': table, 'c': column}).scalar_one()
 
 
-EPOCH_MS = 1477958400000
+def sql(query, params):
+    with engine.connect() as c:
+        return c.exec_driver_sql(query, params).all()
 
 
 def assert_exact_key(key, table):
-    """An int, what the server holds (compared as text), above 2^53, and
-    decoded alike in the client and the server, with the node's worker id."""
-    assert type(key) is int, type(key)
-    assert key > 2**53, key
-    with engine.connect() as c:
-        held = c.execute(text(f'SELECT id::text FROM {table} WHERE id = :id'), {'id': key}).scalars().all()
-        assert held == [str(key)], (held, key)
-        ms, worker, seq = c.execute(text("""SELECT (extract(epoch FROM ts) * 1000)::bigint, worker_id, seq
-            FROM snowflake.snowflake_decode(:id)"""), {'id': key}).one()
-    assert ((key >> 22) + EPOCH_MS, (key >> 12) & 1023, key & 4095) == (ms, worker, seq)
-    assert worker == 7
+    exact_key(key, table, sql)
 
 
 @test
@@ -141,15 +126,9 @@ def block():
         a, b = Order(id=first, item='order A'), Order(id=first + 1, item='order B')
         session.add_all([a, b, OrderLine(order=a, name='line 1'), OrderLine(order=a, name='line 2'),
                          OrderLine(order=b, name='line 1')])
-    assert_exact_key(first, 'orders')
-    assert_exact_key(first + 1, 'orders')
     with Session(engine) as session:
         lines = session.scalars(select(OrderLine).order_by(OrderLine.id)).all()
-        assert [(l.order_id, l.order.item, l.name) for l in lines] == \
-            [(first, 'order A', 'line 1'), (first, 'order A', 'line 2'), (first + 1, 'order B', 'line 1')]
-        for l in lines:
-            assert_exact_key(l.id, 'order_lines')
-            assert l.id > first + 1
+        assert_block(first, [(l.id, l.order_id, l.order.item, l.name) for l in lines], sql)
 
 
 @test
@@ -193,16 +172,4 @@ def generated():
     assert column_default('gen_both') == "nextval('gen_both_id_seq'::regclass)"
 
 
-passed = failed = 0
-for n, fn in enumerate(tests, 1):
-    try:
-        fn()
-        passed += 1
-        print(f'ok {n} - {fn.__doc__}')
-    except Exception:
-        failed += 1
-        print(f'not ok {n} - {fn.__doc__}')
-        print(textwrap.indent(traceback.format_exc(), '# '), end='')
-print(f'1..{len(tests)}')
-print(f'# pass {passed}')
-print(f'# fail {failed}')
+run()

@@ -31,18 +31,19 @@ sub restart_with
 	return;
 }
 
+# 'generated' (it ran), or what refused the statement: its SQLSTATE (and
+# the node's reason, where it is held, broken or disabled); and the error
 sub try_sql
 {
 	my ($sql) = @_;
-	my ($ret, $out, $err) = $node->psql('postgres', $sql);
-	return $ret == 0 ? ($out, '') : (undef, $err);
+	return refusal($node, 'postgres', $sql);
 }
 
 restart_with('');
 $node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
 $node->stop;
 
-my ($out, $err);
+my ($code, $err);
 
 # every preset generates IDs that its own decoder reads back
 for my $layout (qw(shardingsphere twitter discord instagram sonyflake javascript))
@@ -71,32 +72,31 @@ for my $layout (qw(shardingsphere twitter discord instagram sonyflake javascript
 			   bool_and(id > :before), max(id) < snowflake_nextval()
 		FROM snowflake_nextval_series($capacity) WITH ORDINALITY s(id, n)});
 	is($r, 't|1|t|t|t|t', "$layout: a series of $capacity IDs fills one tick, in order");
-	($out, $err) = try_sql("SELECT snowflake_nextval_block(2)");
+	$code = try_sql("SELECT snowflake_nextval_block(2)");
 	if ($layout eq 'sonyflake')
 	{
-		like($err, qr/snowflake layout "sonyflake" does not issue consecutive IDs/,
-			'sonyflake: a block is not first .. first + n - 1 there, and is refused');
+		is($code, '0A000', 'sonyflake: a block is not first .. first + n - 1 there, and is refused');
 	}
 	else
 	{
-		is($err, '', "$layout: a block of 2");
+		is($code, 'generated', "$layout: a block of 2");
 	}
-	($out, $err) = try_sql("SELECT snowflake_nextval_block($capacity + 1)");
-	like($err, qr/DETAIL:  A block holds from 1 to $capacity IDs: one tick of the layout "$layout" holds $capacity sequence numbers/,
-		"$layout: a block of $capacity + 1 is refused, naming the limit");
+	($code, $err) = try_sql("SELECT snowflake_nextval_block($capacity + 1)");
+	is($code, '22023', "$layout: a block of $capacity + 1 is refused");
+	like($err, qr/DETAIL:  .*\b$capacity\b.*"$layout"/, "naming the limit, $capacity, and the layout");
 }
 
 # the worker id's range follows the layout
 restart_with("snowflake.layout = 'sonyflake'\n", fresh => 1);
-($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65535");
-is($err, '', 'sonyflake takes a 16-bit machine id');
-($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65536");
-like($err, qr/outside the valid range/, 'but no more');
+$code = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65535");
+is($code, 'generated', 'sonyflake takes a 16-bit machine id');
+$code = try_sql("ALTER SYSTEM SET snowflake.worker_id = 65536");
+is($code, '22023', 'but no more');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET snowflake.worker_id');
 restart_with("snowflake.layout = 'javascript'\n", fresh => 1);
-($out, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 64");
-like($err, qr/"javascript" layout has a 6-bit worker field, so worker ids run from 0 to 63/,
-	'javascript: a 6-bit worker id');
+($code, $err) = try_sql("ALTER SYSTEM SET snowflake.worker_id = 64");
+is($code, '22023', 'javascript: a 6-bit worker id, so not 64');
+like($err, qr/DETAIL:  .*"javascript"\D*\b6\b\D*\b0\b\D*\b63\b/, 'naming the layout, its 6 bits and the range 0 to 63');
 
 # a custom layout
 restart_with(q{
@@ -119,14 +119,16 @@ my $log_offset = -s $node->logfile;
 restart_with("snowflake.custom_time_bits = 50\n");
 ok($node->log_contains('snowflake.layout = custom is unusable: The fields take 73 bits', $log_offset),
 	'too wide: the server logs why');
-($out, $err) = try_sql('SELECT snowflake_nextval()');
-like($err, qr/ERROR:  snowflake cannot generate IDs: snowflake.layout = custom is unusable/, 'and the generator refuses');
+$code = try_sql('SELECT snowflake_nextval()');
+is($code, 'F0000 settings_rejected', 'and the generator refuses');
 restart_with("snowflake.custom_time_bits = 40\nsnowflake.custom_epoch = '2999-01-01'\n");
-($out, $err) = try_sql('SELECT snowflake_nextval()');
-like($err, qr/custom_epoch is in the future/, 'an epoch in the future is refused');
+($code, $err) = try_sql('SELECT snowflake_nextval()');
+is($code, 'F0000 settings_rejected', 'an epoch in the future is refused');
+like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch/, 'naming the setting');
 restart_with("snowflake.custom_epoch = 'yesterday'\n");
-($out, $err) = try_sql('SELECT snowflake_decode(1)');
-like($err, qr/custom_epoch "yesterday" is not a date/, 'so is an epoch that is not a date');
+($code, $err) = try_sql('SELECT snowflake_decode(1)');
+is($code, 'F0000 settings_rejected', 'so is an epoch that is not a date');
+like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch\b.*"yesterday"/, 'naming the setting and its value');
 
 # changing the layout of a node that issued IDs: never below them
 restart_with("snowflake.layout = 'shardingsphere'\n", fresh => 1);
@@ -135,9 +137,9 @@ restart_with("snowflake.layout = 'twitter'\n");
 my $next = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 ok($next > $last, 'shardingsphere to twitter: IDs continue above');
 restart_with("snowflake.layout = 'shardingsphere'\n");
-($out, $err) = try_sql('SELECT snowflake_nextval()');
-like($err, qr/layout "shardingsphere" cannot continue above the IDs issued under layout "twitter"/,
-	'twitter back to shardingsphere: refused, and said why');
+($code, $err) = try_sql('SELECT snowflake_nextval()');
+is($code, '55S04', 'twitter back to shardingsphere: refused, as the layout cannot continue above');
+like($err, qr/ERROR:  55S04: .*"shardingsphere".*"twitter"/, 'naming both layouts');
 restart_with("snowflake.layout = 'twitter'\n");
 ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $next, 'back on twitter it goes on');
 
@@ -164,14 +166,14 @@ ok($node->log_contains('layout "shardingsphere@America/New_York", IDs continue a
 # and the log says why
 $log_offset = -s $node->logfile;
 restart_with("snowflake.layout = 'shardingsphere\@Mars/Olympus'\n");
-($out, $err) = try_sql("\\set VERBOSITY verbose\nSELECT snowflake_nextval()");
-like($err, qr/ERROR:  F0000: snowflake cannot generate IDs: snowflake.layout = 'shardingsphere\@Mars\/Olympus' was rejected at server start/,
-	'an unknown zone: the generator refuses (F0000)');
+($code, $err) = try_sql('SELECT snowflake_nextval()');
+is($code, 'F0000 settings_rejected', 'an unknown zone: the generator refuses (F0000)');
+like($err, qr/ERROR:  F0000: .*snowflake\.layout\b.*'shardingsphere\@Mars\/Olympus'/, 'naming the setting and its value');
 ok($node->log_contains('invalid value for parameter "snowflake.layout": "shardingsphere@Mars/Olympus"', $log_offset)
 	  && $node->log_contains('Time zone "Mars/Olympus" is not in this server\'s time zone database', $log_offset),
 	'and the server log says why');
-($out, $err) = try_sql('SELECT snowflake_decode(1)');
-like($err, qr/snowflake cannot generate IDs/, 'so does decoding in the server\'s layout');
+$code = try_sql('SELECT snowflake_decode(1)');
+is($code, 'F0000 settings_rejected', 'so does decoding in the server\'s layout');
 
 # changing between zones: to a zone whose epoch is earlier (further east)
 # the node continues above its IDs; to one whose epoch is later it refuses,
@@ -187,16 +189,16 @@ ok($node->log_contains('snowflake layout changed from "shardingsphere" to "shard
 is($node->safe_psql('postgres', "SELECT snowflake_timestamp($next) - snowflake_timestamp($next, 'shardingsphere')"),
 	'-08:00:00', 'the new IDs carry their time in Shanghai\'s epoch');
 restart_with("snowflake.layout = 'shardingsphere'\n");
-($out, $err) = try_sql('SELECT snowflake_nextval()');
-like($err, qr/layout "shardingsphere" cannot continue above the IDs issued under layout "shardingsphere\@Asia\/Shanghai"/,
-	'shardingsphere@Asia/Shanghai back to shardingsphere (UTC): refused, and said why');
+($code, $err) = try_sql('SELECT snowflake_nextval()');
+is($code, '55S04', 'shardingsphere@Asia/Shanghai back to shardingsphere (UTC): refused');
+like($err, qr/ERROR:  55S04: .*"shardingsphere".*"shardingsphere\@Asia\/Shanghai"/, 'naming both layouts');
 restart_with("snowflake.layout = 'shardingsphere\@+08:00'\n");
 my $fixed = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 ok($fixed > $next, 'shardingsphere@Asia/Shanghai to shardingsphere@+08:00, the same epoch: IDs continue above');
 restart_with("snowflake.layout = 'shardingsphere\@Asia/Kolkata'\n");
-($out, $err) = try_sql('SELECT snowflake_nextval()');
-like($err, qr/layout "shardingsphere\@Asia\/Kolkata" cannot continue above the IDs issued under layout "shardingsphere\@\+08:00"/,
-	'shardingsphere@+08:00 to shardingsphere@Asia/Kolkata, an epoch 2.5 hours later: refused');
+($code, $err) = try_sql('SELECT snowflake_nextval()');
+is($code, '55S04', 'shardingsphere@+08:00 to shardingsphere@Asia/Kolkata, an epoch 2.5 hours later: refused');
+like($err, qr/ERROR:  55S04: .*"shardingsphere\@Asia\/Kolkata".*"shardingsphere\@\+08:00"/, 'naming both layouts');
 restart_with("snowflake.layout = 'shardingsphere\@Asia/Tokyo'\n");
 ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $fixed,
 	'to shardingsphere@Asia/Tokyo, an hour earlier: IDs continue above');
@@ -217,9 +219,10 @@ restart_with("snowflake.decimal_generator_min = 700\nsnowflake.decimal_generator
 is($node->safe_psql('postgres', 'SELECT * FROM decimal_id_decode(decimal_id_nextval())'),
 	'1|700|65', 'a node range and a launch id');
 restart_with('');
-($out, $err) = try_sql('SELECT decimal_id_nextval()');
-like($err, qr/DecimalId generator is not available: no generator id is left/,
-	'a used-up range refuses');
+($code, $err) = try_sql('SELECT decimal_id_nextval()');
+is($code, '55000', 'a used-up range refuses');
+like($err, qr/HINT:  .*snowflake\.decimal_generator_min.*snowflake\.decimal_generator_max/,
+	'naming the settings that give the range');
 
 $node->stop;
 done_testing();

@@ -128,9 +128,9 @@ is($agg->safe_psql('postgres', "SELECT node_name FROM snowflake_workers WHERE wo
 $dup->safe_psql('postgres', q{
 	DELETE FROM snowflake_workers WHERE worker_id = 2;
 	INSERT INTO snowflake_workers VALUES (2, 1, 'someone else', now())});
-my ($ret, $out, $err) = $dup->psql('postgres', 'SELECT snowflake_claim_worker()');
 # the claim that arrived holds the node back, which refuses first
-like($err, qr/worker id 2 is (already )?claimed by another system/, 'claiming a taken worker id fails');
+is(refusal($dup, 'postgres', 'SELECT snowflake_claim_worker()'), '55S03 claimed_elsewhere',
+	'claiming a taken worker id fails');
 $agg->safe_psql('postgres', 'DROP SUBSCRIPTION from_writer4');
 $dup->stop;
 

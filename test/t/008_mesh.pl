@@ -427,6 +427,7 @@ for (1 .. 60)
 {
 	($rc, $out, $err) = status(@nodes);
 	last if ($whole = $rc == 0);
+	wake_subscriptions(@nodes);
 	sleep 1;
 }
 ok($whole, 'the node back: status finds the mesh whole again') or diag("stdout: $out\nstderr: $err");

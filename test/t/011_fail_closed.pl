@@ -35,31 +35,49 @@ is($node->safe_psql('postgres',
 	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'snowflake keeper'"),
 	'1', 'the keeper shows in pg_stat_activity');
 
-# 1. Settings fail closed at server start.
+# 1. Settings fail closed at server start: each refused (F0000), naming
+# the setting and the value it rejected; fixed and reloaded, still
+# refused, as only a restart reads them again.
 my %bad = (
-	"snowflake.worker_id = 1024\n" => qr/snowflake.worker_id = '1024' was rejected at server start/,
-	"snowflake.wroker_id = 3\n" => qr/"snowflake.wroker_id" is not a snowflake setting/,
-	"snowflake.layout = 'twiter'\n" => qr/snowflake.layout = 'twiter' was rejected at server start/,
+	"snowflake.worker_id = 1024\n" => qr/snowflake\.worker_id\b.*'1024'/,
+	"snowflake.wroker_id = 3\n" => qr/"snowflake\.wroker_id"/,
+	"snowflake.layout = 'twiter'\n" => qr/snowflake\.layout\b.*'twiter'/,
+	"snowflake.layout = 'shardingsphere\@America/St_Johns\@2026-02-30'\n" =>
+	  qr/snowflake\.layout\b.*'shardingsphere\@America\/St_Johns\@2026-02-30'/,
+	"snowflake.layout = 'shardingsphere\@Pacific/Chatham\@2016-10-31'\n" =>
+	  qr/snowflake\.layout\b.*'shardingsphere\@Pacific\/Chatham\@2016-10-31'/,
 	"snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n" =>
-	  qr/snowflake.worker_id = '100' was rejected at server start/,
+	  qr/snowflake\.worker_id\b.*'100'/,
 	"snowflake.custom_worker_bits = 40\nsnowflake.layout = custom\n" =>
-	  qr/snowflake.custom_worker_bits = '40' was rejected/,
+	  qr/snowflake\.custom_worker_bits\b.*'40'/,
 	"snowflake.layout = custom\nsnowflake.custom_epoch = '2024-02-31'\n" =>
-	  qr/custom_epoch "2024-02-31" is not a date/,
+	  qr/custom_epoch\b.*"2024-02-31"/,
 	"snowflake.layout = custom\nsnowflake.custom_time_bits = 40\nsnowflake.custom_worker_bits = 1\nsnowflake.custom_seq_bits = 1\nsnowflake.custom_tick_ms = '1d'\n" =>
-	  qr/outlasts the range of timestamp with time zone/,
+	  qr/snowflake\.layout = custom\b.*timestamp with time zone/,
 	"snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n" =>
-	  qr/custom_epoch is in the future/,
+	  qr/snowflake\.custom_epoch\b/,
 );
 for my $conf (sort keys %bad)
 {
 	my $shown = $conf =~ s/\n/; /gr;
 	restart_with($node, $conf);
-	like(refusal($node), $bad{$conf}, "refused after a start with: $shown");
-	like(refusal($node), qr/HINT:  Fix the snowflake.\* settings/, '... with a hint');
+	my ($code, $err) = refusal($node);
+	is($code, 'F0000 settings_rejected', "refused after a start with: $shown");
+	like($err, qr/ERROR:  F0000: .*$bad{$conf}/, '... naming the setting');
+	# the fix, and a setting that shows the reload arrived
+	open my $fh, '>', $node->data_dir . '/test.conf' or die;
+	print $fh "work_mem = '5MB'\n";
+	close $fh;
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('work_mem') = '5MB'")
+	  or die 'the reload did not take';
+	is(refusal($node), 'F0000 settings_rejected', '... and after a reload that fixed it, until a restart');
 }
+ok($node->log_contains('"2026-02-30" is not a day written as YYYY-MM-DD')
+	  && $node->log_contains('No ShardingSphere generator started before its epoch, 2016-11-01; 2016-10-31 is earlier.'),
+	'the server log says why a ShardingSphere layout named with a day was rejected');
 restart_with($node, "snowflake.worker_id = -1\n");
-like(refusal($node), qr/snowflake.worker_id is not set/, 'an unset worker id refuses');
+is(refusal($node), '55S09', 'an unset worker id refuses');
 ok($node->log_contains('snowflake.worker_id is not set: this server generates no snowflake IDs'),
 	'and the server log says so at start');
 
@@ -71,7 +89,9 @@ $node->stop('fast');
 my $state = slurp_file($node->data_dir . '/snowflake.state');
 start_faked($node, '+0');
 restart_with($node, "snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n");
-like(refusal($node), qr/custom_epoch is in the future/, 'an epoch in the future is unusable');
+my ($code, $err) = refusal($node);
+is($code, 'F0000 settings_rejected', 'an epoch in the future is unusable');
+like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch\b/, '... naming the setting');
 $node->stop('fast');
 is(slurp_file($node->data_dir . '/snowflake.state'), $state,
 	'the unusable layout left the state file as it was');
@@ -84,7 +104,8 @@ ok($after > $before, 'fixed, the node continues above its last ID');
 $node->safe_psql('postgres', "ALTER SYSTEM SET snowflake.max_run_ahead_ms = -1");
 $node->reload;
 $node->poll_query_until('postgres', "SELECT current_setting('snowflake.max_run_ahead_ms') = '-1'");
-my ($out, $err) = ('', '');
+my $out = '';
+$err = '';
 my $long = IPC::Run::start(
 	[ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres'), '-c',
 	  'SELECT count(*) FILTER (WHERE w IS DISTINCT FROM p), min(w), max(w) FROM ('
@@ -141,20 +162,19 @@ $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 set_clock_offset($node, '-3');
 ($out, $err) = ('', '');
 my $waiter = IPC::Run::start(
-	[ 'psql', '-X', '-A', '-t', '-d', $node->connstr('postgres') . ' application_name=waiter',
-	  '-c', 'SELECT snowflake_nextval()' ],
+	[ 'psql', '-X', '-A', '-t', '-v', 'VERBOSITY=verbose',
+	  '-d', $node->connstr('postgres') . ' application_name=waiter', '-c', 'SELECT snowflake_nextval()' ],
 	'<', \undef, '>', \$out, '2>', \$err);
 ok($node->poll_query_until('postgres',
 	"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'waiter'"),
 	'a call waiting for the clock shows an Extension wait event');
 set_clock_offset($node, '-1h');
 $waiter->finish;
-like($err, qr/system clock moved backwards by \d+ ms/,
-	'a further step back during the wait is judged again and refused');
+like($err, qr/ERROR:  55S05:/,
+	'a further step back during the wait is judged again and refused, as the clock moved backwards');
 set_clock_offset($node, '-3');
-my ($ret);
-($ret, $out, $err) = $node->psql('postgres', "SET statement_timeout = '300ms'; SELECT snowflake_nextval()");
-like($err, qr/canceling statement due to statement timeout/, 'a statement timeout cancels a wait');
+is(refusal($node, 'postgres', "SET statement_timeout = '300ms'; SELECT snowflake_nextval()"), '57014',
+	'a statement timeout cancels a wait');
 set_clock_offset($node, '+0');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
 $node->reload;
@@ -178,8 +198,7 @@ mkdir "$file.new" or die "mkdir: $!";
 $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 is(refusal($node), 'generated', 'a state file that cannot be written: a call within the reservation succeeds');
 select(undef, undef, undef, 1.5);
-like(refusal($node), qr/snowflake reservation was not renewed within 5000 ms/,
-	'beyond it, a clear error after a bounded wait');
+is(refusal($node), '55S08', 'beyond it, a clear error after a bounded wait: the reservation was not renewed');
 ok($node->log_contains('could not create file "snowflake.state.new": Is a directory'),
 	'and the server log says why');
 rmdir "$file.new";
@@ -202,18 +221,17 @@ for my $how ('empty', 'zeroed')
 	else { print $fh "\0" x 1024; }
 	close $fh;
 	start_faked($node, '+0');
-	my $err = refusal($node);
-	like($err, qr/state file "snowflake.state" cannot be used: (it is empty|neither of its records is intact)/,
-		"an $how state file is refused");
-	like($err, qr/snowflake_repair_state/, '... naming the repair');
+	my ($code, $err) = refusal($node);
+	is($code, 'XX001 state_damaged', "an $how state file is refused");
+	like($err, qr/HINT:  .*snowflake\.snowflake_repair_state\(above => /, '... naming the repair');
 	my $above = $last + 1_000_000_000;
 	is($node->safe_psql('postgres', "SELECT snowflake_repair_state($above) >= $above"), 't',
 		'the repair continues above the ID given');
 	ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $above, 'and IDs follow above it');
 }
 $node->safe_psql('postgres', 'CREATE ROLE plain LOGIN');
-($ret, $out, $err) = $node->psql('postgres', 'SELECT snowflake_repair_state(1)', extra_params => [ '-U', 'plain' ]);
-like($err, qr/permission denied for function snowflake_repair_state/, 'only a superuser repairs');
+is(refusal($node, 'postgres', 'SET ROLE plain; SELECT snowflake_repair_state(1)'), '42501',
+	'only a superuser repairs');
 
 # 9. Failover: the standby learns every reservation of its primary from
 # WAL, so it continues above the primary's IDs even when the primary's

@@ -84,10 +84,9 @@ $lone->stop;
 unlink $lone->data_dir . '/snowflake.state';
 $lone->append_conf('postgresql.conf', "$slots = 0");
 $lone->start;
-my ($rc, $out, $err) = $lone->psql('app', 'SELECT snowflake_nextval()');
-isnt($rc, 0, "1.1's origin unreadable ($slots = 0): IDs are refused");
-like($err, qr/needs replication origin "snowflake_high_water_mark"/,
-	'saying what the floor needs');
+my ($code, $err) = refusal($lone, 'app');
+is($code, '55S08', "1.1's origin unreadable ($slots = 0): IDs are refused, the reservation not renewed");
+like($err, qr/DETAIL:  .*"snowflake_high_water_mark"/, 'naming the replication origin the floor needs');
 ok($lone->log_contains(qr/cannot read the progress of replication origin "snowflake_high_water_mark".*\n.*DETAIL: .*no state slots.*\n.*HINT: +Set $slots to at least 1/),
 	'and the server log says why, and what to set');
 $lone->append_conf('postgresql.conf', "$slots = 10");

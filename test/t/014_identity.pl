@@ -55,16 +55,13 @@ sub copy_of
 sub run_ahead
 {
 	my ($node, $db) = @_;
-	like(refusal($node, $db), qr/snowflake generator is \d+ ms ahead of the system clock/,
-		'confirmed, the node continues above the old IDs, ahead of its clock');
+	is(refusal($node, $db), '55S06', 'confirmed, the node continues above the old IDs, ahead of its clock');
 	$node->append_conf('postgresql.conf', "snowflake.max_run_ahead_ms = -1\n");
 	$node->reload;
 	$node->poll_query_until($db // 'postgres', "SELECT current_setting('snowflake.max_run_ahead_ms') = '-1'")
 	  or die 'the reload did not take';
 	return;
 }
-
-my $copy_re = qr/data directory is a copy of the node with worker id 1/;
 
 # 1. A fresh install generates at once.
 my $a = snowflake_node('a', worker_id => 1, has_archiving => 1, allows_streaming => 1);
@@ -100,8 +97,7 @@ system_or_bail('cp', '-a', $a->data_dir, $cold->data_dir);
 $cold->append_conf('postgresql.conf', 'port = ' . $cold->port . "\narchive_mode = off\n");
 $a->start;
 $cold->start;
-like(refusal($cold), qr/$copy_re(?s:.*)not the directory that last ran/,
-	'a copied data directory started beside the original is refused');
+is(refusal($cold), '55S01 other_directory', 'a copied data directory started beside the original is refused');
 $cold->append_conf('postgresql.conf', "snowflake.worker_id = 3\n");
 $cold->reload;
 $cold->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 3')
@@ -118,13 +114,13 @@ $cold->stop;
 $a->backup('b1');
 my $clone = copy_of('clone', 'b1');
 $clone->start;
-like(refusal($clone), qr/$copy_re(?s:.*)base backup without standby.signal/,
-	'a clone started as a primary refuses before its first ID');
-my ($ret, $out, $err) = $clone->psql('postgres', "SELECT snowflake_claim_worker('node-b')");
-like($err, $copy_re, "the clone's claim of node A's worker id fails closed");
-like($err, qr/HINT:.*worker id of its own.*snowflake_confirm_node/, 'with the two remedies in the hint');
+is(refusal($clone), '55S01 backup_label', 'a clone started as a primary refuses before its first ID');
+my ($code, $err) = refusal($clone, 'postgres', "SELECT snowflake_claim_worker('node-b')");
+is($code, '55S01 backup_label', "the clone's claim of node A's worker id fails closed");
+like($err, qr/HINT:  .*snowflake\.worker_id.*snowflake\.snowflake_confirm_node\(stopped_at => /,
+	'with the two remedies in the hint');
 $clone->restart;
-like(refusal($clone), $copy_re, 'still refused after a restart');
+is(refusal($clone), '55S01 backup_label', 'still refused after a restart');
 $clone->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 2; SELECT pg_reload_conf()');
 $clone->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 2')
   or die 'the clone did not take worker 2';
@@ -135,18 +131,23 @@ insert_rows($clone, 10);
 is(worker_of_new($clone, $before), '10:2', 'and generates under worker 2');
 $clone->stop;
 
-# 5. A clone confirmed as the node it replaces (A is gone).
+# 5. A clone confirmed as the node it replaces (A is gone), with the time
+# A stopped: above the IDs A issued after the backup too.
 $a->backup('b2');
 insert_rows($a, 10);
+$before = max_id($a);
 $a->stop;
+my $a_stopped = wall_time();
 my $same = copy_of('same', 'b2');
 $same->start;
-like(refusal($same), $copy_re, 'a restored base backup of A refuses');
-$before = max_id($same);
-is($same->safe_psql('postgres', 'SELECT snowflake_confirm_node() > 0'), 't',
-	'one step: snowflake_confirm_node()');
+is(refusal($same), '55S01 backup_label', 'a restored base backup of A refuses');
+($code, $err) = refusal($same, 'postgres', 'SELECT snowflake_confirm_node()');
+is($code, '22004', 'confirming it with no floor is refused');
+like($err, qr/HINT:  .*stopped_at => /, 'the hint asks for the time the node stopped');
+is($same->safe_psql('postgres', "SELECT snowflake_confirm_node(stopped_at => '$a_stopped') > $before"), 't',
+	'one step: snowflake_confirm_node(stopped_at => the time A stopped), above its IDs');
 insert_rows($same, 10);
-is(worker_of_new($same, $before), '10:1', 'then it continues as node A');
+is(worker_of_new($same, $before), '10:1', 'then it continues as node A, above every ID A issued');
 is($same->safe_psql('postgres', "SELECT worker_id || ':' || node_name FROM snowflake_claim_worker('node-a')"),
 	'1:node-a', 'and its claim is node A\'s');
 $same->restart;
@@ -185,8 +186,7 @@ $pitr->append_conf('postgresql.conf',
 $pitr->start;
 $pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'the restore did not end';
-like(refusal($pitr), qr/$copy_re(?s:.*)(base backup|recovery.signal)/,
-	'a PITR restore started beside the original refuses');
+is(refusal($pitr), '55S01 recovery_signal', 'a PITR restore started beside the original refuses');
 $pitr->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 4; SELECT pg_reload_conf()');
 $pitr->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 4')
   or die 'the restore did not take worker 4';
@@ -215,13 +215,12 @@ sub upgrade_case
 	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 	$new->start;
 	# without the library preloaded, its restore loads it all the same
-	my $msg = qr/IDs the cluster issued before pg_upgrade/;
-	like(refusal($new), $msg, "after pg_upgrade ($tag) the node refuses");
-	like(refusal($new), qr/HINT:.*snowflake_confirm_node/, 'naming the step');
-	my ($ret, $out, $err) = $new->psql('postgres', 'SELECT snowflake_confirm_node()');
-	like($err, qr/needs the highest ID the old server issued/, 'confirming needs a floor');
+	my ($code, $err) = refusal($new);
+	is($code, '55S02 upgraded', "after pg_upgrade ($tag) the node refuses");
+	like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(old_data_directory => /, 'naming the step');
+	is(refusal($new, 'postgres', 'SELECT snowflake_confirm_node()'), '22004', 'confirming needs a floor');
 	$new->restart;
-	like(refusal($new), $msg, 'still refused after a restart');
+	is(refusal($new), '55S02 upgraded', 'still refused after a restart');
 	$new->safe_psql('postgres',
 		"SELECT snowflake_confirm_node(old_data_directory => '" . $old->data_dir . "')");
 	run_ahead($new);
@@ -256,11 +255,12 @@ $dst->start;
 $dst->safe_psql('postgres', 'CREATE DATABASE shop');
 command_ok([ 'pg_restore', '--exit-on-error', '-d', $dst->connstr('shop'), $dump ],
 	'pg_restore into a new cluster');
-like(refusal($dst, 'shop'), qr/worker id 7 is claimed by another system/,
-	'the restored claim of its worker id holds the new cluster back');
-like(refusal($dst, 'shop'), qr/HINT:.*snowflake_confirm_node\(above/, 'naming the step');
+($code, $err) = refusal($dst, 'shop');
+is($code, '55S03 claimed_elsewhere', 'the restored claim of its worker id holds the new cluster back');
+like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(above => /, 'naming the step');
+is(refusal($dst, 'shop', 'SELECT snowflake_confirm_node()'), '22004', 'which needs a floor');
 $dst->restart;
-like(refusal($dst, 'shop'), qr/claimed by another system/, 'also after a restart');
+is(refusal($dst, 'shop'), '55S03 claimed_elsewhere', 'also after a restart');
 $dst->safe_psql('shop', "SELECT snowflake_confirm_node(above => $hwm)");
 run_ahead($dst, 'shop');
 insert_rows($dst, 20000, 'shop');

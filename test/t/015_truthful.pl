@@ -29,12 +29,14 @@ sub fresh_node
 	return;
 }
 
-# the SQLSTATE and message of a statement, or 'ok'
+# the SQLSTATE of a statement, or 'ok'; in list context also its message,
+# for the values it names
 sub state_of
 {
 	my ($sql) = @_;
 	$sql =~ s/'/''/g;
-	return $node->safe_psql('postgres', "SELECT sqlstate('$sql')");
+	my ($code, $msg) = split / /, $node->safe_psql('postgres', "SELECT sqlstate('$sql')"), 2;
+	return wantarray ? ($code, $msg // '') : $code;
 }
 
 # 1. The IMMUTABLE decoders: a custom layout named with its parameters in
@@ -49,11 +51,9 @@ snowflake.custom_seq_bits = 15
 snowflake.custom_tick_ms = 2
 snowflake.custom_epoch = '2024-01-01'
 });
-like(state_of("SELECT snowflake_timestamp(1, 'custom')"),
-	qr/^22023 snowflake layout "custom" cannot be named/, "plain 'custom' is refused by the IMMUTABLE forms");
-my (undef, undef, $hint) = $node->psql('postgres', "SELECT snowflake_timestamp(1, 'custom')");
-like($hint, qr/HINT:  Name the layout with its parameters, '\Q$custom\E'/,
-	"the hint names the server's custom layout with its parameters");
+my ($code, $hint) = refusal($node, 'postgres', "SELECT snowflake_timestamp(1, 'custom')");
+is($code, '22023', "plain 'custom' is refused by the IMMUTABLE forms");
+like($hint, qr/HINT:  .*'\Q$custom\E'/, "the hint names the server's custom layout with its parameters");
 $node->safe_psql('postgres', qq{
 	CREATE TABLE orders (
 		id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
@@ -120,9 +120,9 @@ is($first, 'ok', '1-hour tick: a fresh node issues its first ID in the current t
 # tick's worth beside the ID already issued
 my $capacity = $node->safe_psql('postgres',
 	q{SELECT 1 << current_setting('snowflake.custom_seq_bits')::int});
-like(state_of("SET statement_timeout = '60s'; SELECT snowflake_nextval_block($capacity)"),
-	qr/^55000 snowflake layout "custom" has fewer than $capacity IDs left in the current tick for a block/,
-	'1-hour tick: a block of a whole tick beside an issued ID is refused at once');
+my ($state, $msg) = state_of("SET statement_timeout = '60s'; SELECT snowflake_nextval_block($capacity)");
+is($state, '55S07', '1-hour tick: a block of a whole tick beside an issued ID is refused at once');
+like($msg, qr/"custom"\D*\b$capacity\b/, 'naming the layout and the size of the block');
 is($node->safe_psql('postgres', q{
 	SELECT snowflake_timestamp(b) = snowflake_timestamp(snowflake_from_timestamp(clock_timestamp()))
 	FROM snowflake_nextval_block(100) b}),
@@ -130,7 +130,7 @@ is($node->safe_psql('postgres', q{
 my $over = $node->safe_psql('postgres', q{
 	SET statement_timeout = '60s';
 	SELECT sqlstate('SELECT count(snowflake_nextval()) FROM generate_series(1, 5000)')});
-like($over, qr/^55000 snowflake layout "custom" has no ID left in the current tick/,
+like($over, qr/^55S07 /,
 	'1-hour tick: the call that finds the tick used up is refused, not held until the next hour');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET snowflake.max_run_ahead_ms = '2h'; SELECT pg_reload_conf()});
 $node->poll_query_until('postgres', q{SHOW snowflake.max_run_ahead_ms}, '2h');
@@ -150,16 +150,21 @@ is($t3, $t1 + 1, 'a lower one takes the next tick');
 # 4. Repairs: a value far ahead needs force; a forced one can be undone.
 fresh_node('');
 my $before = $node->safe_psql('postgres', 'SELECT max(snowflake_nextval()) FROM generate_series(1, 100)');
-like(state_of('SELECT snowflake_repair_state(9223372036854775806)'),
-	qr/^22023 snowflake ID 9223372036854775806 is in the last tick/, 'the largest ID but one: refused');
-like(state_of('SELECT snowflake_repair_state(9000000000000000000)'),
-	qr/^22023 snowflake ID 9000000000000000000 is \d+ ms ahead of the system clock/, 'far ahead of the clock: refused');
-like(state_of('SELECT snowflake_repair_state(0, force => true)'),
-	qr/^55000 snowflake state cannot be lowered/, 'a node that issued IDs since it started cannot be lowered');
-is(state_of('SELECT snowflake_repair_state(9223372036854775806, force => true)'), 'ok', 'forced: accepted');
-like(state_of('SELECT snowflake_nextval()'), qr/^2200H .*run out of time bits/, 'and the node cannot generate');
+for my $id ('9223372036854775806', '9000000000000000000')
+{
+	my ($code, $err) = refusal($node, 'postgres', "SELECT snowflake_repair_state($id)");
+	is($code, '22023', $id eq '9000000000000000000' ? 'far ahead of the clock: refused'
+		: 'the largest ID but one: refused');
+	like($err, qr/ERROR:  22023: .*\b$id\b/, '... naming the ID');
+	like($err, qr/HINT:  .*force => true/, '... and the step that repairs to it anyway');
+}
+($state, $msg) = state_of('SELECT snowflake_repair_state(0, force => true)');
+is($state, '55000', 'a node that issued IDs since it started cannot be lowered');
+like($msg, qr/ 0$/, '... to the value given');
+is(scalar state_of('SELECT snowflake_repair_state(9223372036854775806, force => true)'), 'ok', 'forced: accepted');
+is(scalar state_of('SELECT snowflake_nextval()'), '2200H', 'and the node cannot generate: no time bits left');
 $node->safe_psql('postgres', 'SELECT snowflake_repair_state(0)');
-like(state_of('SELECT snowflake_nextval()'), qr/^2200H/, 'an ordinary repair does not lower it');
+is(scalar state_of('SELECT snowflake_nextval()'), '2200H', 'an ordinary repair does not lower it');
 $node->restart;
 my $undone = $node->safe_psql('postgres', 'SELECT snowflake_repair_state(0, force => true)');
 ok($undone >= $before && $undone < 9000000000000000000,
@@ -168,7 +173,7 @@ my $after = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 ok($after > $before, 'the node generates again, above every ID it issued');
 my $near = $node->safe_psql('postgres',
 	"SELECT snowflake_from_timestamp(clock_timestamp() + interval '200 ms')");
-is(state_of("SELECT snowflake_repair_state($near)"), 'ok', 'a value within the policy needs no force');
+is(scalar state_of("SELECT snowflake_repair_state($near)"), 'ok', 'a value within the policy needs no force');
 
 # 5. Settings that cannot work: refused at server start, the setting named
 my $yesterday = strftime('%Y-%m-%d', gmtime(time - 86400));
@@ -180,17 +185,19 @@ snowflake.custom_seq_bits = 31
 snowflake.custom_tick_ms = '1d'
 snowflake.custom_epoch = '$yesterday'
 });
-like(state_of('SELECT snowflake_nextval()'),
-	qr/^F0000 snowflake cannot generate IDs: snowflake.layout = custom is unusable: snowflake.custom_time_bits = 1 leaves no room to issue an ID/,
-	'a layout whose last tick has begun: refused at start, naming the setting');
-like(state_of('SELECT snowflake_repair_state()'), qr/^F0000/, 'and the repair says the same');
+($state, $msg) = state_of('SELECT snowflake_nextval()');
+is($state, 'F0000', 'a layout whose last tick has begun: refused at start');
+like($msg, qr/snowflake\.layout = custom\b.*snowflake\.custom_time_bits = 1\b/, '... naming the setting');
+is(refusal($node), 'F0000 settings_rejected', '... the node disabled by it');
+is(scalar state_of('SELECT snowflake_repair_state()'), 'F0000', 'and the repair says the same');
 
 fresh_node(q{
 snowflake.layout = 'custom'
 snowflake.custom_epoch = '99999999999999999999'
 });
-like(state_of('SELECT snowflake_nextval()'),
-	qr/custom_epoch "99999999999999999999" is out of range/, 'an epoch too large for int64 is out of range, not in the future');
+($state, $msg) = state_of('SELECT snowflake_nextval()');
+is($state, 'F0000', 'an epoch too large for int64 is refused');
+like($msg, qr/custom_epoch\b.*"99999999999999999999"/, '... naming the setting and its value');
 
 # one unusable setting, one SQLSTATE from every generator
 fresh_node("snowflake.worker_idd = 3\n");

@@ -60,6 +60,7 @@ sub status_whole
 	{
 		($rc, $out, $err) = status(@members);
 		last if $rc == 0;
+		wake_subscriptions(@members);
 		sleep 1;
 	}
 	is($rc, 0, "$what: status finds the mesh whole") or diag("stdout: $out\nstderr: $err");

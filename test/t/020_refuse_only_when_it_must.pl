@@ -60,7 +60,7 @@ $c->stop;
 
 # 2. A layout rejected at start, CREATE EXTENSION, the setting fixed: no
 # ID was ever issued, and the node generates.  Likewise a worker id out of
-# range.
+# range.  The step is a restart: a reload does not release it.
 for my $bad ("snowflake.layout = custom\nsnowflake.custom_epoch = '2031-01-01'",
 	'snowflake.worker_id = 5000')
 {
@@ -68,10 +68,12 @@ for my $bad ("snowflake.layout = custom\nsnowflake.custom_epoch = '2031-01-01'",
 	$n->append_conf('postgresql.conf', "$bad\n");
 	$n->start;
 	$n->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
-	like(refusal($n), qr/snowflake cannot generate IDs: .* was rejected at server start|is unusable/,
-		'refused while a setting is rejected');
-	like(refusal($n), qr/HINT:.*restart the server/, 'the hint names the step');
-	$n->append_conf('postgresql.conf', "snowflake.layout = shardingsphere\nsnowflake.worker_id = 1\n");
+	is(refusal($n), 'F0000 settings_rejected', 'refused while a setting is rejected');
+	$n->append_conf('postgresql.conf', "snowflake.layout = shardingsphere\nsnowflake.worker_id = 1\nwork_mem = '5MB'\n");
+	$n->reload;
+	$n->poll_query_until('postgres', "SELECT current_setting('work_mem') = '5MB'")
+	  or die 'the reload did not take';
+	is(refusal($n), 'F0000 settings_rejected', 'fixed and reloaded, still refused: the step is a restart');
 	$n->restart;
 	is(refusal($n), 'generated', 'fixed and restarted, it generates: no step but the one the hint named');
 	$n->stop;
@@ -96,7 +98,10 @@ $l->append_conf('postgresql.conf', "shared_preload_libraries = ''\n");
 $l->start;
 my $ls = standby_of($l, 'ls');
 $l->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
-like(refusal($l), qr/must be loaded via "shared_preload_libraries"/, 'not preloaded, it refuses, saying so');
+my $code;
+($code, $err) = refusal($l);
+is($code, '55000', 'not preloaded, it refuses');
+like($err, qr/HINT:  .*'snowflake'.*shared_preload_libraries/, 'naming the setting the library must be in');
 $l->wait_for_catchup($ls);
 $_->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n") for $ls, $l;
 $ls->restart;
@@ -125,9 +130,11 @@ $ls2->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n")
 $ls2->restart;
 $l2->stop('immediate');
 $ls2->promote;
-like(refusal($ls2), qr/started as a standby .* its primary never logged which node it is/,
-	'a standby whose primary never ran the library says so');
-like(refusal($ls2), qr/HINT:.*snowflake\.snowflake_confirm_node\(above => 0\)/, 'naming the step');
+($code, $err) = refusal($ls2);
+is($code, '55S02 new_as_standby', 'a standby whose primary never ran the library says so');
+like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(above => 0\)/, 'naming the step');
+is(refusal($ls2, 'postgres', 'SELECT snowflake_confirm_node()'), '22004',
+	'a confirmation with no floor is refused');
 $ls2->safe_psql('postgres', 'SET search_path = "$user", public; SELECT snowflake.snowflake_confirm_node(above => 0)');
 is(refusal($ls2), 'generated', 'the step releases it');
 $ls2->stop;
@@ -172,9 +179,11 @@ for my $case ('not preloaded', 'worker id not set')
 		"pg_restore, $case");
 	$d->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\nsnowflake.worker_id = 9\n");
 	$d->restart;
-	like(refusal($d), qr/worker id 9 is claimed by another system/,
+	my ($code, $err) = refusal($d);
+	is($code, '55S03 claimed_elsewhere',
 		"a claim restored while the $case holds the node back under that worker id");
-	like(refusal($d), qr/HINT:.*worker id of its own.*snowflake_confirm_node\(above/s,
+	like($err, qr/ERROR:  55S03: \D*\b9\b/, 'naming worker id 9');
+	like($err, qr/HINT:  .*snowflake\.worker_id.*snowflake\.snowflake_confirm_node\(above => /,
 		'the hint names the two steps');
 	$d->append_conf('postgresql.conf', "snowflake.worker_id = 10\n");
 	$d->reload;
@@ -185,7 +194,9 @@ for my $case ('not preloaded', 'worker id not set')
 	$d->reload;
 	$d->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '9'")
 	  or die 'the reload did not take';
-	like(refusal($d), qr/worker id 9 is claimed by another system/, 'back under the claimed one, held back again');
+	is(refusal($d), '55S03 claimed_elsewhere', 'back under the claimed one, held back again');
+	is(refusal($d, 'postgres', 'SELECT snowflake_confirm_node()'), '22004',
+		'a confirmation with no floor is refused');
 	$d->safe_psql('postgres', 'SELECT snowflake_confirm_node(above => (SELECT max(id) FROM t))');
 	is(refusal($d), 'generated', "confirmed as that system's node, it generates");
 	$d->restart;

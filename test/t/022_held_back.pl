@@ -30,17 +30,20 @@ $src->backup('b1');
 my $clone = PostgreSQL::Test::Cluster->new('clone');
 $clone->init_from_backup($src, 'b1');
 $clone->start;
-like(refusal($clone), qr/is a copy of the node with worker id 1/, 'a clone is held back');
+is(refusal($clone), '55S01 backup_label', 'a clone is held back');
 set_worker($clone, -1);
-like(refusal($clone), qr/is a copy of the node with worker id 1|worker_id is not set/,
-	'with its worker id unset it generates nothing');
+is(refusal($clone), '55S09', 'with its worker id unset it generates nothing');
+is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
+	'still held back as a copy');
 set_worker($clone, 1);
-like(refusal($clone), qr/is a copy of the node with worker id 1/, 'set back to 1 by a reload, still a copy of worker 1');
+my ($code, $err) = refusal($clone);
+is($code, '55S01 backup_label', 'set back to 1 by a reload, still a copy');
+like($err, qr/ERROR:  55S01: \D*\b1\b/, 'of worker 1');
 set_worker($clone, -1);
 $clone->restart;
 set_worker($clone, 1);
 $clone->restart;
-like(refusal($clone), qr/is a copy of the node with worker id 1/, 'and across restarts with it unset');
+is(refusal($clone), '55S01 backup_label', 'and across restarts with it unset');
 set_worker($clone, 5);
 is(refusal($clone), 'generated', 'a worker id of its own releases it');
 $clone->stop;
@@ -56,8 +59,7 @@ $dst->start;
 	command_ok([ 'pg_restore', '--exit-on-error', '-d', $dst->connstr('postgres'), $dump ],
 		'pg_restore with session_replication_role = replica');
 }
-like(refusal($dst), qr/worker id 1 is claimed by another system/,
-	'the restored claim holds the node back all the same');
+is(refusal($dst), '55S03 claimed_elsewhere', 'the restored claim holds the node back all the same');
 $dst->stop;
 
 # 3. pg_upgrade of a node that preloads the library only after it: the
@@ -88,11 +90,10 @@ sub upgrade
 	pg_upgrade_ok($old, $new, "pg_upgrade ($tag)");
 	$new->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n");
 	$new->start;
-	like(refusal($new), qr/IDs the cluster issued before pg_upgrade/, "after pg_upgrade ($tag), held back, saying so");
+	is(refusal($new), '55S02 upgraded', "after pg_upgrade ($tag), held back, saying so");
 	$new->safe_psql('postgres', 'CREATE DATABASE other');
 	$new->safe_psql('other', 'CREATE EXTENSION snowflake');
-	like(refusal($new), qr/IDs the cluster issued before pg_upgrade/,
-		'CREATE EXTENSION in another database releases nothing');
+	is(refusal($new), '55S02 upgraded', 'CREATE EXTENSION in another database releases nothing');
 	# the hint's step, as written, in a session without snowflake in search_path
 	my ($ret, $out, $err) = $new->psql('postgres',
 		"SET search_path = \"\$user\", public; SELECT snowflake.snowflake_confirm_node(old_data_directory => '"
@@ -101,8 +102,7 @@ sub upgrade
 	$new->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
 	is($new->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $max"), '10', 'then above every old ID');
 	set_worker($new, 5);
-	like(refusal($new), qr/worker id 5 is claimed by another system/,
-		'the claims the old cluster kept are kept across the upgrade');
+	is(refusal($new), '55S03 claimed_elsewhere', 'the claims the old cluster kept are kept across the upgrade');
 	$new->stop;
 	return;
 }
@@ -115,16 +115,16 @@ $src->backup('b3');
 my $copy = PostgreSQL::Test::Cluster->new('copy');
 $copy->init_from_backup($src, 'b3');
 $copy->start;
-like(refusal($copy), qr/is a copy of the node with worker id 1/, 'a clone is held back');
+is(refusal($copy), '55S01 backup_label', 'a clone is held back');
 $copy->stop;
 my $upg = snowflake_node('upg', worker_id => 1);
 pg_upgrade_ok($copy, $upg, 'pg_upgrade of the clone');
 $upg->start;
-my ($ret, $out, $err) = $upg->psql('postgres',
+($code, $err) = refusal($upg, 'postgres',
 	"SELECT snowflake.snowflake_confirm_node(old_data_directory => '" . $copy->data_dir . "')");
-like($err, qr/the old cluster in .* was held back(?s:.*)copy of that node/,
-	'confirming it from the clone\'s directory is refused, naming the copy');
-like(refusal($upg), qr/IDs the cluster issued before pg_upgrade/, 'and it stays held back');
+is($code, '55000 upgraded', 'confirming it from the clone\'s directory is refused');
+like($err, qr/DETAIL:  .*held_copy \(backup_label\)/, 'naming what the clone was: a copy');
+is(refusal($upg), '55S02 upgraded', 'and it stays held back');
 $upg->stop;
 
 # A dump of a 1.1 node restored as README's Upgrading says (1.1 in public,
@@ -140,8 +140,7 @@ $n11->start;
 $n11->safe_psql('postgres', "CREATE EXTENSION snowflake VERSION '1.1' SCHEMA public");
 command_ok([ 'pg_restore', '-d', $n11->connstr('postgres'), '--data-only', $dump11 ], 'its data restored into 1.1');
 $n11->safe_psql('postgres', 'ALTER EXTENSION snowflake UPDATE');
-like(refusal($n11), qr/worker id 6 is claimed by another system/,
-	'updated to 1.2, the claim the table holds holds the node back');
+is(refusal($n11), '55S03 claimed_elsewhere', 'updated to 1.2, the claim the table holds holds the node back');
 $n11->stop;
 
 # 4. A standby whose setting is rejected while it replays reservations keeps
@@ -159,8 +158,11 @@ $p->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 20000)')
 $p->safe_psql('postgres', 'CHECKPOINT');
 $p->wait_for_catchup($s);
 $s->safe_psql('postgres', 'CHECKPOINT');
-ok($s->log_contains('keeps the reservations it replays'), 'the standby with a rejected setting keeps what it replays');
 my $max = $p->safe_psql('postgres', 'SELECT max(id) FROM t');
+is($s->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'disabled|settings_rejected',
+	'a standby with a rejected setting is disabled');
+my ($kept) = unpack('q<', state_mark($s->data_dir . '/snowflake.state'));
+ok($kept >= $max, "and keeps what it replays in its state file ($kept, the primary's last ID $max)");
 $p->stop('immediate');
 my $conf = slurp_file($s->data_dir . '/postgresql.conf');
 $conf =~ s/^snowflake\.layuot.*$//mg;
@@ -183,9 +185,9 @@ my $file = $src->data_dir . '/snowflake.identity';
 $src->stop;
 chmod 0000, $file;
 $src->start;
-like(refusal($src), qr/snowflake identity file "snowflake.identity" cannot be read/,
-	'an unreadable identity file: held back, saying what it found');
-like(refusal($src), qr/HINT:.*readable/, 'with the step in the hint');
+($code, $err) = refusal($src);
+is($code, '58030 record_unreadable', 'an unreadable identity file: held back, saying what it found');
+like($err, qr/ERROR:  58030: .*"snowflake\.identity"/, 'naming the file');
 $src->stop;
 chmod 0600, $file;
 $src->start;
@@ -199,7 +201,7 @@ $sb->start;
 $src->stop;
 chmod 0000, $file;
 $src->start;
-like(refusal($src), qr/cannot be read/, 'the primary cannot read its identity file');
+is(refusal($src), '58030 record_unreadable', 'the primary cannot read its identity file');
 $src->wait_for_catchup($sb);
 $src->stop('immediate');
 $sb->promote;
@@ -209,9 +211,8 @@ chmod 0600, $file;
 
 # A claim whose commit then fails (a PREPARE refused) holds nothing back.
 $src->start;
-($ret, $out, $err) = $src->psql('postgres',
-	"BEGIN; INSERT INTO snowflake_workers VALUES (3, 4242, 'x'); PREPARE TRANSACTION 'p'");
-like($err, qr/prepared transactions are disabled/, 'a PREPARE refused');
+is(refusal($src, 'postgres', "BEGIN; INSERT INTO snowflake_workers VALUES (3, 4242, 'x'); PREPARE TRANSACTION 'p'"),
+	'55000', 'a PREPARE refused (prepared transactions are disabled)');
 set_worker($src, 3);
 is(refusal($src), 'generated', 'its claim of worker 3 holds nothing back');
 $src->stop;

@@ -40,16 +40,24 @@ sub fix_typo
 sub copy_until_own
 {
 	my ($node, $worker, $what) = @_;
-	my $err = refusal($node);
-	like($err, qr/snowflake data directory is a copy of the node with worker id 1/,
-		"$what, it is a copy of worker 1");
-	like($err, qr/DETAIL:  It was started from a base backup/, "$what, naming the base backup it started from");
+	my ($code, $err) = refusal($node);
+	is($code, '55S01 backup_label', "$what, it is a copy, from the base backup it started from");
+	like($err, qr/ERROR:  55S01: \D*\b1\b/, "$what, of worker 1");
 	set_worker($node, $worker);
 	is(refusal($node), 'generated', "$what, a worker id of its own releases it");
 	return;
 }
 
-my $rejected = qr/snowflake cannot generate IDs: "snowflake.tpyo" is not a snowflake setting/;
+# refused for the rejected setting, naming it
+sub rejected
+{
+	my ($node, $what) = @_;
+	my ($code, $err) = refusal($node);
+	is($code, 'F0000 settings_rejected', "$what, it refuses");
+	like($err, qr/ERROR:  F0000: .*"snowflake\.tpyo"/, "$what, naming the setting");
+	return;
+}
+
 my $table = 'CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval())';
 
 # 1. A point-in-time restore in place (the same directory, so the same
@@ -76,7 +84,7 @@ PostgreSQL::Test::Utils::system_or_bail('cp', '-a', $p->backup_dir . '/b1/.', $p
 is((stat $pgdata)[1], $ino, 'the backup is restored into the same directory');
 typo($p);
 $p->start;
-like(refusal($p), $rejected, 'started with a rejected setting, it refuses, naming the setting');
+rejected($p, 'started with a rejected setting');
 ok(!-e "$pgdata/backup_label", 'recovery used up backup_label meanwhile');
 fix_typo($p);
 $p->restart;
@@ -94,7 +102,9 @@ my $clone = PostgreSQL::Test::Cluster->new('clone');
 $clone->init_from_backup($src, 'b2');
 $clone->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
 $clone->start;
-like(refusal($clone), qr/snowflake.worker_id is not set/, 'a clone with no worker id says that first');
+is(refusal($clone), '55S09', 'a clone with no worker id says that first');
+is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
+	'held back as a copy all the same');
 set_worker($clone, 1);
 copy_until_own($clone, 7, 'given its source\'s worker id');
 $clone->stop;
@@ -109,7 +119,9 @@ my $clone2 = PostgreSQL::Test::Cluster->new('clone2');
 $clone2->init_from_backup($src, 'b2u');
 $clone2->start;
 # its configuration came with the backup: no worker id
-like(refusal($clone2), qr/snowflake.worker_id is not set/, 'a clone taken then has no worker id either');
+is(refusal($clone2), '55S09', 'a clone taken then has no worker id either');
+is($clone2->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
+	'and is held back as a copy');
 set_worker($clone2, 1);
 copy_until_own($clone2, 8, 'taken while its source had no worker id, then given it');
 $clone2->stop;
@@ -125,16 +137,16 @@ my $dst = snowflake_node('dst', worker_id => 1);
 $dst->start;
 $dst->safe_psql('postgres', 'CREATE DATABASE app');
 $dst->safe_psql('app', "CREATE EXTENSION snowflake; SELECT snowflake_claim_worker('dst')");
-my ($ret, $out, $err);
-($out, $err) = run_command([ 'pg_restore', '-d', $dst->connstr('app'), $dump ]);
+my ($out, $err) = run_command([ 'pg_restore', '-d', $dst->connstr('app'), $dump ]);
 unlike($err, qr/snowflake_workers_pkey/, 'the claim does not fail the restore on the key');
 is($dst->safe_psql('app', 'SELECT count(*) FROM t'), '200', 'the rows are restored');
 is($dst->safe_psql('app', 'SELECT node_name FROM snowflake.snowflake_workers WHERE worker_id = 1'),
 	'dst', 'this system\'s claim stands in the table');
-$err = refusal($dst, 'app');
-like($err, qr/snowflake worker id 1 is claimed by another system/, 'the node is held back, saying why');
+my $code;
+($code, $err) = refusal($dst, 'app');
+is($code, '55S03 claimed_elsewhere', 'the node is held back, saying why');
 my $srcsys = $src->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
-like($err, qr/A claim by system $srcsys arrived/, 'naming the system whose dump it was');
+like($err, qr/\b$srcsys\b/, 'naming the system whose dump it was');
 $dst->safe_psql('app', "SELECT snowflake.snowflake_confirm_node(above => $max)");
 $dst->safe_psql('app', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
 is($dst->safe_psql('app', "SELECT count(*) FROM t WHERE id > $max"), '10',
@@ -145,8 +157,7 @@ $dst->safe_psql('postgres', 'CREATE DATABASE app2');
 $dst->safe_psql('app2', "CREATE EXTENSION snowflake; SELECT snowflake_claim_worker('dst')");
 $dst->safe_psql('app2', "INSERT INTO snowflake.snowflake_workers VALUES (1, $srcsys, 'src', now())
 	ON CONFLICT DO NOTHING");
-like(refusal($dst, 'app2'), qr/snowflake worker id 1 is claimed by another system/,
-	'a claim skipped by ON CONFLICT DO NOTHING holds it back too');
+is(refusal($dst, 'app2'), '55S03 claimed_elsewhere', 'a claim skipped by ON CONFLICT DO NOTHING holds it back too');
 # this system's own claim, by an upsert, is changed as asked
 is($dst->safe_psql('app2', "INSERT INTO snowflake.snowflake_workers
 	VALUES (1, (SELECT system_identifier FROM pg_control_system()), 'renamed', now())
@@ -159,18 +170,19 @@ is(refusal($dst, 'app2'), 'generated', 'one rolled back holds nothing back');
 $dst->stop;
 
 # 4. Bad arguments are refused as such, not as internal errors or damage.
-my @verbose = (extra_params => [ '-v', 'VERBOSITY=verbose' ]);
-($ret, $out, $err) = $src->psql('postgres', 'SELECT snowflake_node_nextval(0)', @verbose);
-like($err, qr/ERROR:  42P01: relation with OID 0 does not exist/, 'an OID that names nothing');
-($ret, $out, $err) = $src->psql('postgres',
-	"SELECT snowflake_confirm_node(old_data_directory => '$pgdata/PG_VERSION')", @verbose);
-like($err, qr/ERROR:  22023: ".*PG_VERSION" is not a directory/, 'a file named as the old data directory');
-($ret, $out, $err) = $src->psql('postgres',
-	"SELECT snowflake_confirm_node(old_data_directory => repeat('x', 2000))", @verbose);
-like($err, qr/ERROR:  42622: data directory path is too long/, 'a path too long');
-($ret, $out, $err) = $src->psql('postgres',
-	"SELECT snowflake_confirm_node(old_data_directory => '$pgdata/nothing')", @verbose);
-like($err, qr/ERROR:  58P01: could not access directory/, 'a directory that does not exist');
+is(refusal($src, 'postgres', 'SELECT snowflake_node_nextval(0)'), '42P01', 'an OID that names nothing');
+($code, $err) = refusal($src, 'postgres', "SELECT snowflake_confirm_node(old_data_directory => '$pgdata/PG_VERSION')");
+is($code, '22023', 'a file named as the old data directory');
+like($err, qr/ERROR:  22023: "\Q$pgdata\E\/PG_VERSION"/, '... naming it');
+is(refusal($src, 'postgres', "SELECT snowflake_confirm_node(old_data_directory => repeat('x', 2000))"), '42622',
+	'a path too long');
+($code, $err) = refusal($src, 'postgres', "SELECT snowflake_confirm_node(old_data_directory => '$pgdata/nothing')");
+is($code, '58P01', 'a directory that does not exist');
+like($err, qr/ERROR:  58P01: .*"\Q$pgdata\E\/nothing"/, '... naming it');
+is(refusal($src, 'postgres', "SELECT snowflake_confirm_node(stopped_at => now() + interval '2 days')"), '22023',
+	'a stop time more than a day ahead of the clock');
+is(refusal($src, 'postgres', 'SELECT snowflake_confirm_node(above => -1)'), '22023', 'a negative ID');
+is(refusal($src, 'postgres', 'SELECT snowflake_confirm_node()'), '22004', 'no floor at all');
 
 # 5. A standby that replayed with a rejected setting, promoted while it was
 # still rejected, then fixed: it is its primary's node, and generates
@@ -185,7 +197,7 @@ $max = $src->safe_psql('postgres', 'SELECT max(id) FROM t');
 $src->wait_for_catchup($sb);
 $src->stop('immediate');
 $sb->promote;
-like(refusal($sb), $rejected, 'promoted with the setting still rejected, it refuses, naming it');
+rejected($sb, 'promoted with the setting still rejected');
 fix_typo($sb);
 $sb->restart;
 is(refusal($sb), 'generated', 'the setting fixed, it generates with no other step');

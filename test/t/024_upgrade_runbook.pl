@@ -83,10 +83,9 @@ sub upgraded_by
 	my $new = node($name);
 	pg_upgrade_ok($old, $new, "pg_upgrade to $name");
 	$new->start;
-	my ($ret, $out, $err) = $new->psql('postgres', 'SELECT snowflake.snowflake_nextval()');
-	like($err, qr/does not know which IDs the cluster issued before pg_upgrade/,
+	is(refusal($new, 'postgres', 'SELECT snowflake.snowflake_nextval()'), '55S02 upgraded',
 		"$name: held back after pg_upgrade, as the runbook says");
-	($ret, $out, $err) = $new->psql('postgres', $block, on_error_stop => 1);
+	my ($ret, $out, $err) = $new->psql('postgres', $block, on_error_stop => 1);
 	is($ret, 0, "$name: the runbook's block runs as written") or diag($err);
 	is($new->safe_psql('postgres', qq{
 		INSERT INTO orders (item) SELECT 'new ' || n FROM generate_series(1, 100) n;

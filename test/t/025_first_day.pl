@@ -1,0 +1,123 @@
+# A first day's mistakes get errors that say the fix, on servers set up as
+# README recommends (no snowflake in search_path): a worker id out of range
+# in postgresql.conf is refused to the client with its range; a call
+# without the schema, and one in a database without the extension, fail as
+# docs/troubleshooting.md says.  A default that generates IDs on a column
+# narrower than bigint is refused when declared (sql/defaults.sql), but
+# never stops PostgreSQL's own machinery: a dump of a schema that has one
+# (made while 1.1 was installed, or loaded so) restores, with pg_restore
+# and with psql, and pg_upgrade carries it over; the update from 1.1 says
+# which it found.
+use strict;
+use warnings;
+use File::Basename qw(dirname);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use SnowflakeTest;
+
+my $troubleshooting = slurp_file(dirname(__FILE__) . '/../../docs/troubleshooting.md');
+
+# node(NAME, CONF): a server as README recommends it
+sub node
+{
+	my ($name, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n$conf");
+	return $node;
+}
+
+# error(NODE, SQL, DB): the error SQL gives, '' if none
+sub error
+{
+	my ($node, $sql, $db) = @_;
+	my ($ret, $out, $err) = $node->psql($db // 'postgres', $sql);
+	return $ret == 0 ? '' : $err;
+}
+
+# 1. A worker id out of range, in postgresql.conf: the client is told the
+# range, not only the server log.
+my $node = node('first', "snowflake.worker_id = 5000\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+for my $call ('snowflake.snowflake_nextval()', 'snowflake.snowflake_worker_id()')
+{
+	like(error($node, "SELECT $call"),
+		qr/snowflake cannot generate IDs: snowflake.worker_id = '5000' was rejected at server start \(worker ids run from 0 to 1023 in the "shardingsphere" layout\)/,
+		"worker id 5000: $call names the range");
+}
+$node->append_conf('postgresql.conf', "snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n");
+$node->restart;
+like(error($node, 'SELECT snowflake.snowflake_nextval()'),
+	qr/snowflake.worker_id = '100' was rejected at server start \(worker ids run from 0 to 63 in the "javascript" layout\)/,
+	'worker id 100 in the javascript layout: its range');
+$node->append_conf('postgresql.conf', "snowflake.layout = 'shardingsphere'\nsnowflake.worker_id = 7\n");
+$node->restart;
+is(error($node, 'SELECT snowflake.snowflake_nextval()'), '', 'fixed, the node generates');
+
+# 2. The schema left out, and the extension not created: PostgreSQL's
+# errors, which Troubleshooting names with the fix.
+like(error($node, 'SELECT snowflake_nextval()'), qr/function snowflake_nextval\(\) does not exist/,
+	'a call without the schema');
+ok(index($troubleshooting, 'function snowflake_nextval() does not exist') >= 0,
+	'... is in Troubleshooting');
+$node->safe_psql('postgres', 'CREATE DATABASE plain');
+like(error($node, 'SELECT snowflake.snowflake_nextval()', 'plain'), qr/schema "snowflake" does not exist/,
+	'a database without CREATE EXTENSION');
+ok(index($troubleshooting, 'schema "snowflake" does not exist') >= 0, '... is in Troubleshooting');
+like(error($node, 'CREATE TABLE t (id integer PRIMARY KEY DEFAULT snowflake.snowflake_nextval())'),
+	qr/column "id" of relation public.t is of type integer, too narrow for snowflake IDs/,
+	'an integer key with the default is refused when declared');
+ok(index($troubleshooting, 'too narrow for snowflake IDs') >= 0
+	  && index($troubleshooting, 'snowflake.snowflake_narrow_defaults()') >= 0,
+	'... and Troubleshooting names it, and the check');
+
+# 3. A schema that has such a column: loaded as a dump loads (so) and
+# dumped, it restores in both ways, saying what it found.
+$node->safe_psql('postgres', q{
+	SET check_function_bodies = off;
+	CREATE TABLE narrow (id integer PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), v text);
+	RESET check_function_bodies;
+	CREATE TABLE wide (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), v text);
+	INSERT INTO narrow VALUES (1, 'by hand');
+	INSERT INTO wide (v) VALUES ('made');});
+is($node->safe_psql('postgres', 'SELECT relation || \'.\' || column_name FROM snowflake.snowflake_narrow_defaults()'),
+	'narrow.id', 'the check lists the column');
+my $dir = $node->basedir;
+command_ok([ 'pg_dump', '-Fc', '-d', $node->connstr('postgres'), '-f', "$dir/db.dump" ], 'pg_dump -Fc');
+command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), '-f', "$dir/db.sql" ], 'pg_dump, plain');
+for my $how ('pg_restore', 'psql')
+{
+	$node->safe_psql('postgres', "CREATE DATABASE by_$how");
+	# pg_restore shows the server's warnings only with --verbose
+	my ($out, $err) = run_command($how eq 'pg_restore'
+		? [ 'pg_restore', '--exit-on-error', '--verbose', '-d', $node->connstr("by_$how"), "$dir/db.dump" ]
+		: [ 'psql', '-X', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr("by_$how"), '-f', "$dir/db.sql" ]);
+	is($node->safe_psql("by_$how", 'SELECT count(*) FROM narrow'), '1', "restored with $how");
+	like($err, qr/WARNING:  column "id" of relation public.narrow is of type integer, too narrow for snowflake IDs/,
+		"... with a warning naming the column");
+	is($node->safe_psql("by_$how", 'SELECT count(*) FROM snowflake.snowflake_narrow_defaults()'), '1',
+		'... which the check lists');
+}
+
+# 4. The update from 1.1, where nothing refused it, says what it finds.
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old', q{
+	CREATE EXTENSION snowflake VERSION '1.1';
+	CREATE TABLE legacy (id serial PRIMARY KEY);
+	ALTER TABLE legacy ALTER COLUMN id SET DEFAULT public.snowflake_nextval();});
+my ($ret, $out, $err) = $node->psql('old', 'ALTER EXTENSION snowflake UPDATE');
+is($ret, 0, 'the update from 1.1 goes on');
+like($err, qr/WARNING:  column "id" of relation public.legacy is of type integer, too narrow for snowflake IDs/,
+	'... and names the column too narrow');
+$node->stop;
+
+# 5. pg_upgrade carries such a schema over.
+my $new = node('first_upgraded', "snowflake.worker_id = 7\n");
+pg_upgrade_ok($node, $new, 'pg_upgrade of a cluster with a column too narrow');
+$new->start;
+is($new->safe_psql('postgres', 'SELECT count(*) FROM narrow'), '1', 'the upgraded cluster has its rows');
+$new->stop;
+
+done_testing();
