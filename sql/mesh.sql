@@ -2,8 +2,8 @@
 -- The mesh's steps on one node (snowflake_mesh_*): who may call them, what
 -- they refuse, the lock and its record, tables read as their owners, the
 -- publication, the hold of a table being added, and the node's state.
--- What takes several nodes is checked by the TAP tests (008, 019, 024,
--- 025).
+-- What takes several nodes is checked by the TAP tests (008, 019, 028,
+-- 029).
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
