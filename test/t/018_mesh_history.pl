@@ -109,6 +109,7 @@ sub judged
 	{
 		($rc, $out, $err) = mesh('--rows', 'status', map { conn($_) } @m);
 		last if $rc == $truth;
+		wake_subscriptions(@m);
 		sleep 1;
 	}
 	check("status of the mesh of workers " . join(' ', sort keys %members) . " exits $truth", $rc == $truth, "$out\n$err");
