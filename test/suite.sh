@@ -133,7 +133,7 @@ rc=0
 (cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
 	TESTDIR="$T" TESTDATADIR="$T/tmp_check" TESTLOGDIR="$T/tmp_check/log" \
 	PG_TEST_TIMEOUT_DEFAULT=300 \
-	prove -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
+	prove --timer -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
 	2>&1 | tee "$tap_out" || rc=$?
 
 tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$tap_out")
