@@ -14,7 +14,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time usleep);
 use SnowflakeTest;
 
-our @EXPORT = qw(mesh_node conn wid mesh mesh_start mesh_finish content rows_apart
+our @EXPORT = qw(mesh_node conn wid mesh mesh_start mesh_running mesh_finish content rows_apart
   converged writer_start writers_stop missing_conflicts);
 
 our $script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
@@ -65,6 +65,16 @@ sub mesh_start
 	my $h = IPC::Run::start([ 'setsid', $^X, $script, '--timeout', $timeout, @_ ],
 		'>', \$out, '2>', \$err);
 	return { h => $h, out => \$out, err => \$err };
+}
+
+# mesh_running(RUN): whether the helper started by mesh_start still runs;
+# its output read so far.  (pumpable alone looks at the pipes, which only
+# a pump finds closed.)
+sub mesh_running
+{
+	my ($r) = @_;
+	eval { $r->{h}->pump_nb };
+	return $r->{h}->pumpable;
 }
 
 sub mesh_finish

@@ -126,8 +126,8 @@ sub join_started
 	my $deadline = time + 60;
 	usleep(50_000)
 	  until $new->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription') > 0
-	  || time > $deadline || !$r->{h}->pumpable;
-	return ($r, [ $r->{h}->pumpable ? writer_start($new) : () ]);
+	  || time > $deadline || !mesh_running($r);
+	return ($r, [ mesh_running($r) ? writer_start($new) : () ]);
 }
 
 sub joined
@@ -206,10 +206,10 @@ while (++$step <= $steps && time - $started < $budget)
 		my $r = mesh_start('join', conn($new), map { conn($_) } @m);
 		my $deadline = time + 60;
 		usleep(100_000)
-		  until time > $deadline || !$r->{h}->pumpable
+		  until time > $deadline || !mesh_running($r)
 		  || $new->safe_psql('postgres', 'SELECT count(*) FROM snowflake.snowflake_mesh_changes') > 0;
 		usleep($delay * 1e6);
-		kill 'KILL', -$r->{h}{KIDS}[0]{PID} if $r->{h}->pumpable;
+		kill 'KILL', -$r->{h}{KIDS}[0]{PID} if mesh_running($r);
 		my ($krc) = mesh_finish($r);
 		writers_done($w);
 		if ($krc == 0)
@@ -286,7 +286,7 @@ while (++$step <= $steps && time - $started < $budget)
 		my $r = mesh_start('add-table', $t, map { conn($_) } @m);
 		# each member writes to the table once it is held there
 		my %on;
-		while ($r->{h}->pumpable)
+		while (mesh_running($r))
 		{
 			for my $x (grep { !$on{ wid($_) } } @m)
 			{

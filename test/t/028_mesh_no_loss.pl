@@ -47,8 +47,8 @@ sub join_under_writes
 	my $deadline = time + 60;
 	usleep(50_000)
 	  until $new->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription') > 0
-	  || time > $deadline || !$r->{h}->pumpable;
-	push @writers, writer_start($new) if $r->{h}->pumpable;
+	  || time > $deadline || !mesh_running($r);
+	push @writers, writer_start($new) if mesh_running($r);
 	my @res = mesh_finish($r);
 	sleep 2;
 	my ($errors) = writers_stop(@writers);
@@ -93,7 +93,7 @@ my @writers = map { writer_start($n[$_], part => [ 3, $_ ]) } 0 .. 2;
 my $r = mesh_start('add-table', 'extra', map { conn($_) } @n[ 0 .. 2 ]);
 my %started;
 my $deadline = time + 60;
-while ($r->{h}->pumpable && time < $deadline)
+while (mesh_running($r) && time < $deadline)
 {
 	for my $x (grep { !$started{ wid($_) } } @n[ 0 .. 2 ])
 	{
