@@ -1,12 +1,12 @@
 # snowflake-mesh status against meshes broken one way at a time, each
 # with the exit status docs/mesh.md gives it: 0 whole; 2 bad usage; 3 a
-# node down; 4 changes skipped on a node (18 and later count them; --rows
-# finds the rows apart on every version); 5 a subscription disabled, and
-# a subscriber held up longer than the lag bound; 6 a member's
-# publication reaching a table outside the mesh (and add-table refusing
-# to spread it), a change left unfinished, and a member's claim replaced
-# by another system's.  Status runs with nothing but perl's base modules
-# and psql.
+# node down; 4 changes skipped on a node (18 and later count them;
+# --rows finds the rows apart on every version); 5 a subscription
+# disabled, a subscriber held up longer than the lag bound, and one key
+# supplied by clients on two members; 6 a member's publication reaching
+# a table outside the mesh (and add-table refusing to spread it), a
+# change left unfinished, and a member's claim replaced by another
+# system's.  Status runs with nothing but perl's base modules and psql.
 use strict;
 use warnings;
 use Config;
@@ -184,6 +184,19 @@ is($rc, 6, 'a member\'s claim replaced by another system\'s: exit 6') or diag("$
 like($err, qr/worker 3: worker 1 is claimed by system 42, not by worker 1's system \d+ \(a foreign claim\)/,
 	'and names the foreign claim');
 like($err, qr/worker 1: node refuses to generate IDs: snowflake worker id 1 is claimed by another system/, 'and the node it stops');
+
+# 5: a key supplied by clients, written on worker 1 and on worker 2 (its
+# subscription from worker 1 off meanwhile, so that both inserts commit):
+# each member's apply of the other's row fails
+$n[1]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w1 DISABLE');
+$n[0]->safe_psql('postgres', 'INSERT INTO events (id, node) VALUES (42, 1)');
+$n[1]->safe_psql('postgres', 'INSERT INTO events (id, node) VALUES (42, 2)');
+$n[0]->poll_query_until('postgres',
+	q{SELECT apply_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 'snowflake_mesh_from_w2'})
+  or die 'worker 1 did not fail to apply the key worker 2 also wrote';
+($rc, $out, $err) = status();
+is($rc, 5, 'one key supplied on two members: exit 5') or diag("$out\n$err");
+like($err, qr/worker 1: snowflake_mesh_from_w2 had \d+ apply errors/, 'and names the subscription that fails');
 
 $_->stop for @n;
 done_testing();
