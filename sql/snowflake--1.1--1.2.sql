@@ -635,6 +635,893 @@ BEGIN
 END $$;
 
 --
+-- The mesh.  What each node does in a change of an active-active mesh
+-- (scripts/snowflake-mesh sequences these calls across the nodes, one
+-- session per node).  A mesh is named by its publication, and a node by
+-- its worker id: on worker V, the subscription to worker W is
+-- <publication>_from_wW, and its slot on W is <publication>_wW_to_wV.
+-- Superuser only, as the commands they run are.
+--
+
+-- a change of the mesh under way on this node, or one whose helper
+-- stopped before it was done: kept until it is finished or cleared
+CREATE TABLE snowflake.snowflake_mesh_changes (
+	publication name PRIMARY KEY,
+	change text NOT NULL,
+	run text NOT NULL,
+	since timestamptz NOT NULL DEFAULT now()
+);
+
+COMMENT ON TABLE snowflake.snowflake_mesh_changes IS
+'the change of the mesh under way on this node, or left unfinished, by publication';
+
+-- this node's worker id, once the mesh's name is one the mesh's object
+-- names have room for.  A node held back from generating (a copy, a claim
+-- of another system) is still the node of the worker id it is set to:
+-- its state must be read, and its subscriptions taken back.
+CREATE FUNCTION snowflake.snowflake_mesh_node(publication name)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	w integer;
+BEGIN
+	IF publication !~ '^[a-z_][a-z0-9_]{0,39}$' THEN
+		RAISE EXCEPTION 'invalid mesh publication name "%"', publication
+			USING ERRCODE = 'invalid_name',
+				  DETAIL = 'A mesh''s publication has a plain lower-case name of at most 40 characters.';
+	END IF;
+	BEGIN
+		RETURN snowflake.snowflake_worker_id();
+	EXCEPTION WHEN object_not_in_prerequisite_state THEN
+		w := current_setting('snowflake.worker_id', true)::integer;
+		IF w IS NULL OR w < 0 OR pg_is_in_recovery() THEN
+			RAISE;
+		END IF;
+		RETURN w;
+	END;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_node(name) IS
+'internal: this node''s worker id, after checking the mesh''s publication name';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_node(name) FROM PUBLIC;
+
+-- the sessions that hold an advisory lock of this database, for a message
+CREATE FUNCTION snowflake.snowflake_mesh_holders(key1 integer, key2 integer)
+RETURNS text
+LANGUAGE sql STABLE STRICT PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT string_agg(format('pid %s (role %s, application %L)', l.pid, a.usename, a.application_name),
+					  ', ' ORDER BY l.pid)
+	FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+	WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+	  AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+	  AND l.classid = (key1::bigint & 4294967295)::oid
+	  AND l.objid = (key2::bigint & 4294967295)::oid
+$$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_holders(integer, integer) IS
+'internal: the sessions that hold an advisory lock, for messages';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_holders(integer, integer) FROM PUBLIC;
+
+--
+-- One change at a time: a session-level advisory lock of the mesh, held
+-- by the helper's session on every node it changes, and a row in
+-- snowflake_mesh_changes that outlives a helper that is killed, so that
+-- nobody builds on a change left half made.  Any role could take the
+-- advisory lock too: the message names who holds it.
+--
+CREATE FUNCTION snowflake.snowflake_mesh_lock(change text, run text, publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	key integer := hashtext(publication);
+	held snowflake.snowflake_mesh_changes;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	SELECT * INTO held FROM snowflake.snowflake_mesh_changes c WHERE c.publication = snowflake_mesh_lock.publication;
+	IF NOT pg_try_advisory_lock(1397640531, key) THEN
+		RAISE EXCEPTION 'this node is in another change of the mesh'
+			USING ERRCODE = 'lock_not_available',
+				  DETAIL = format('The mesh''s lock is held by %s; the change recorded: %s.',
+								  coalesce(snowflake.snowflake_mesh_holders(1397640531, key), 'a session that just ended'),
+								  coalesce(format('%s, run %s, since %s', held.change, held.run, held.since), 'none')),
+				  HINT = 'Wait for it to end; a session that holds the lock by hand (pg_advisory_lock) can be ended with pg_terminate_backend().';
+	END IF;
+	IF held.run IS NOT NULL AND held.run <> run THEN
+		PERFORM pg_advisory_unlock(1397640531, key);
+		RAISE EXCEPTION 'this node is in an unfinished change of the mesh'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = format('%s, run %s, since %s, was not finished.', held.change, held.run, held.since),
+				  HINT = 'Check the mesh with snowflake-mesh status; take an unfinished join back with snowflake-mesh abort, or clear the record with snowflake-mesh unlock.';
+	END IF;
+	INSERT INTO snowflake.snowflake_mesh_changes (publication, change, run)
+	VALUES (publication, change, run)
+	ON CONFLICT ON CONSTRAINT snowflake_mesh_changes_pkey DO NOTHING;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_lock(text, text, name) IS
+'takes the mesh''s lock on this node for this session and records the change, or fails if another change holds it or was left unfinished';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_lock(text, text, name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_unlock(run text, publication name DEFAULT 'snowflake_mesh')
+RETURNS text
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	key integer := hashtext(publication);
+	mine boolean;
+	ended text;
+	t regclass;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	mine := EXISTS (SELECT FROM pg_locks l
+					WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.objsubid = 2
+					  AND l.classid = 1397640531::oid AND l.objid = (key::bigint & 4294967295)::oid);
+	-- a change left unfinished is cleared only while no session runs one
+	IF run IS NULL AND NOT mine THEN
+		IF NOT pg_try_advisory_lock(1397640531, key) THEN
+			RAISE EXCEPTION 'a change of the mesh is under way on this node'
+				USING ERRCODE = 'lock_not_available',
+					  DETAIL = format('The mesh''s lock is held by %s.',
+									  coalesce(snowflake.snowflake_mesh_holders(1397640531, key), 'a session that just ended')),
+					  HINT = 'Wait for it to end.';
+		END IF;
+		mine := true;
+	END IF;
+	DELETE FROM snowflake.snowflake_mesh_changes c
+	WHERE c.publication = snowflake_mesh_unlock.publication
+	  AND (snowflake_mesh_unlock.run IS NULL OR c.run = snowflake_mesh_unlock.run)
+	RETURNING c.change INTO ended;
+	IF run IS NULL THEN
+		-- the holds an add-table left on its tables go too
+		FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
+				 WHERE tg.tgname = 'snowflake_mesh_hold'
+				   AND tg.tgfoid = 'snowflake.snowflake_mesh_held()'::regprocedure
+				   AND tg.tgparentid = 0 LOOP
+			EXECUTE format('DROP TRIGGER snowflake_mesh_hold ON %s', t);
+		END LOOP;
+	END IF;
+	IF mine THEN
+		PERFORM pg_advisory_unlock(1397640531, key);
+	END IF;
+	RETURN ended;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_unlock(text, name) IS
+'ends this run''s change of the mesh on this node and drops its lock; with run NULL, clears a change left unfinished';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_unlock(text, name) FROM PUBLIC;
+
+--
+-- Publications and tables.  A table name without a schema means schema
+-- public, on every node alike.
+--
+CREATE FUNCTION snowflake.snowflake_mesh_table(tbl text)
+RETURNS regclass
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	parts text[] := parse_ident(btrim(tbl));
+	found regclass;
+BEGIN
+	IF cardinality(parts) > 2 THEN
+		RAISE EXCEPTION 'improper table name "%"', tbl
+			USING ERRCODE = 'invalid_name',
+				  HINT = 'Name a table as schema.table, or table for one in schema public.';
+	END IF;
+	SELECT c.oid INTO found
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE n.nspname = CASE WHEN cardinality(parts) = 1 THEN 'public' ELSE parts[1] END
+	  AND c.relname = parts[cardinality(parts)];
+	IF found IS NULL THEN
+		RAISE EXCEPTION 'relation "%" does not exist', tbl
+			USING ERRCODE = 'undefined_table',
+				  HINT = 'Create it on every node first, the same; a name without a schema means schema public.';
+	END IF;
+	RETURN found;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_table(text) IS
+'the relation a mesh names: schema.table, or table in schema public';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_table(text) FROM PUBLIC;
+
+-- the owner of a mesh table, which reads it: a plain or partitioned table
+-- read as its owner runs nothing of anyone else's, where a view, a
+-- foreign table or policies forced on the owner would run code their
+-- owner chose, as the caller, or hide rows
+CREATE FUNCTION snowflake.snowflake_mesh_reader(tbl regclass)
+RETURNS name
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	c pg_class;
+BEGIN
+	FOR pass IN 1 .. 2 LOOP
+		SELECT * INTO c FROM pg_class WHERE oid = tbl;
+		IF c.relkind IS NULL OR c.relkind NOT IN ('r', 'p') THEN
+			RAISE EXCEPTION '% is not a table', tbl
+				USING ERRCODE = 'wrong_object_type',
+					  DETAIL = format('It is %s; the mesh replicates tables, and reading anything else could run code its owner chose.',
+									  CASE c.relkind WHEN 'v' THEN 'a view' WHEN 'm' THEN 'a materialized view'
+									  WHEN 'f' THEN 'a foreign table' WHEN 'S' THEN 'a sequence'
+									  ELSE 'gone' END);
+		END IF;
+		IF c.relforcerowsecurity THEN
+			RAISE EXCEPTION 'table % forces row level security on its owner', tbl
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = 'Its policies could hide rows from the mesh.',
+					  HINT = format('ALTER TABLE %s NO FORCE ROW LEVEL SECURITY;', tbl);
+		END IF;
+		-- checked again under the lock: nothing is swapped in between
+		IF pass = 1 THEN
+			EXECUTE format('LOCK TABLE %s IN ACCESS SHARE MODE', tbl);
+		END IF;
+	END LOOP;
+	RETURN c.relowner::regrole::name;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_reader(regclass) IS
+'internal: the owner a mesh table is read as, once it is checked to be a table and locked';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_reader(regclass) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_empty(tbl regclass)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	caller text := current_setting('role');
+	empty boolean;
+BEGIN
+	PERFORM set_config('role', snowflake.snowflake_mesh_reader(tbl), true);
+	EXECUTE format('SELECT NOT EXISTS (SELECT FROM %s)', tbl) INTO empty;
+	-- a role set in a function outlives it: back to the caller's
+	PERFORM set_config('role', caller, true);
+	RETURN empty;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_empty(regclass) IS
+'whether a mesh table has no rows, read as its owner';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_empty(regclass) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_digest(tbl regclass)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	caller text := current_setting('role');
+	digest text;
+BEGIN
+	PERFORM set_config('role', snowflake.snowflake_mesh_reader(tbl), true);
+	EXECUTE format('SELECT count(*) || '' rows, md5 '' || coalesce(md5(string_agg(r::text, '','' ORDER BY r::text)), ''-'') FROM %s r', tbl)
+	INTO digest;
+	PERFORM set_config('role', caller, true);
+	RETURN digest;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_digest(regclass) IS
+'a mesh table''s rows, counted and summed whole (md5 of every row as text, in order), read as its owner';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_digest(regclass) FROM PUBLIC;
+
+-- the mesh's publication: made with the tables named and
+-- snowflake_workers, or the tables named added to it; inserts, updates
+-- and deletes, not TRUNCATE (a TRUNCATE racing others' writes would leave
+-- each node a different remainder)
+CREATE FUNCTION snowflake.snowflake_mesh_publish(tables text[], publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	list text;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	SELECT string_agg(snowflake.snowflake_mesh_table(t)::text, ', ') INTO list FROM unnest(tables) t;
+	IF NOT EXISTS (SELECT FROM pg_publication p WHERE p.pubname = publication) THEN
+		EXECUTE format('CREATE PUBLICATION %I FOR TABLE %s WITH (publish = %L)', publication,
+					   concat_ws(', ', list, 'snowflake.snowflake_workers'), 'insert, update, delete');
+	ELSIF list IS NOT NULL THEN
+		EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s', publication, list);
+	END IF;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_publish(text[], name) IS
+'makes the mesh''s publication of the tables named and snowflake_workers, or adds the tables to it';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_publish(text[], name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_unpublish(tables text[], publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	IF tables IS NULL THEN
+		EXECUTE format('DROP PUBLICATION IF EXISTS %I', publication);
+	ELSE
+		EXECUTE format('ALTER PUBLICATION %I DROP TABLE %s', publication,
+					   (SELECT string_agg(snowflake.snowflake_mesh_table(t)::text, ', ') FROM unnest(tables) t));
+	END IF;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_unpublish(text[], name) IS
+'drops the tables named from the mesh''s publication, or the publication when tables is NULL';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_unpublish(text[], name) FROM PUBLIC;
+
+--
+-- A table joins the mesh held: its writers wait while every publication
+-- and every subscription takes it, so that no row is written where a
+-- subscription would skip it.  The hold is this session's advisory lock;
+-- a writer takes it shared in a trigger that logical replication's apply
+-- does not fire.
+--
+CREATE FUNCTION snowflake.snowflake_mesh_held()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM pg_advisory_xact_lock_shared(1397640532, (TG_RELID::bigint - 2147483648)::integer);
+	RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_held() IS
+'trigger: a write to a table being added to the mesh waits until every node has it in the mesh';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_held() FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_hold(tbl regclass)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	key integer := (tbl::oid::bigint - 2147483648)::integer;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_reader(tbl);
+	IF NOT pg_try_advisory_lock(1397640532, key) THEN
+		RAISE EXCEPTION 'table % is held by another session', tbl
+			USING ERRCODE = 'lock_not_available',
+				  DETAIL = format('Its hold is taken by %s.',
+								  coalesce(snowflake.snowflake_mesh_holders(1397640532, key), 'a session that just ended'));
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold') THEN
+		EXECUTE format('CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT OR UPDATE OR DELETE ON %s '
+					   'FOR EACH ROW EXECUTE FUNCTION snowflake.snowflake_mesh_held()', tbl);
+	END IF;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_hold(regclass) IS
+'makes writes to the table wait until snowflake_mesh_release() in this session';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_hold(regclass) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_release(tbl regclass)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	-- the writers waiting go on first; the trigger's drop waits for them
+	PERFORM pg_advisory_unlock(1397640532, (tbl::oid::bigint - 2147483648)::integer);
+	EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_hold ON %s', tbl);
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_release(regclass) IS
+'lets the writes that snowflake_mesh_hold() made wait go on';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_release(regclass) FROM PUBLIC;
+
+--
+-- Slots and subscriptions.  A subscription is made without a slot, on
+-- one made beforehand on its publisher: the start of a stream is a
+-- position the caller knows, and neither command is refused inside a
+-- transaction, as CREATE and DROP SUBSCRIPTION with a slot are.
+--
+CREATE FUNCTION snowflake.snowflake_mesh_create_slot(for_worker integer, failover boolean,
+										   publication name DEFAULT 'snowflake_mesh')
+RETURNS pg_lsn
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	slot name := format('%s_w%s_to_w%s', publication, snowflake.snowflake_mesh_node(publication), for_worker);
+	pos pg_lsn;
+BEGIN
+	IF for_worker < 0 THEN
+		RAISE EXCEPTION 'worker id % is out of range', for_worker USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- failover slots (17 and later) are synchronized to a standby that
+	-- keeps them, so that the mesh follows this node there
+	IF failover AND current_setting('server_version_num')::integer >= 170000 THEN
+		EXECUTE 'SELECT lsn FROM pg_create_logical_replication_slot($1, ''pgoutput'', false, false, true)'
+		INTO pos USING slot;
+	ELSE
+		SELECT s.lsn INTO pos FROM pg_create_logical_replication_slot(slot, 'pgoutput') s;
+	END IF;
+	RETURN pos;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_create_slot(integer, boolean, name) IS
+'makes the slot on this node that feeds for_worker, and returns where its stream starts';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_create_slot(integer, boolean, name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_drop_slot(for_worker integer, timeout interval DEFAULT '60 s',
+										 publication name DEFAULT 'snowflake_mesh')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	slot name := format('%s_w%s_to_w%s', publication, snowflake.snowflake_mesh_node(publication), for_worker);
+	deadline timestamptz := clock_timestamp() + timeout;
+	busy boolean;
+BEGIN
+	-- a walsender lingers a moment after its subscription is gone
+	LOOP
+		SELECT s.active INTO busy FROM pg_replication_slots s WHERE s.slot_name = slot;
+		IF busy IS NULL THEN
+			RETURN false;
+		END IF;
+		EXIT WHEN NOT busy OR clock_timestamp() > deadline;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+	PERFORM pg_drop_replication_slot(slot);
+	RETURN true;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_drop_slot(integer, interval, name) IS
+'drops the slot on this node that feeds for_worker, once no walsender uses it; false if there is none';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_drop_slot(integer, interval, name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_subscribe(from_worker integer, conninfo text, copy_data boolean,
+										 enabled boolean, failover boolean,
+										 publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	me integer := snowflake.snowflake_mesh_node(publication);
+	options text;
+BEGIN
+	IF from_worker < 0 THEN
+		RAISE EXCEPTION 'worker id % is out of range', from_worker USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- origin = none: each row travels once, from the node that wrote it
+	options := format('slot_name = %L, create_slot = false, origin = none, copy_data = %s, enabled = %s',
+					  format('%s_w%s_to_w%s', publication, from_worker, me), copy_data::text, enabled::text);
+	IF failover AND current_setting('server_version_num')::integer >= 170000 THEN
+		options := options || ', failover = true';
+	END IF;
+	-- a node with a synchronous standby confirms only rows its standby
+	-- has, so that the standby, promoted, misses none of them
+	IF current_setting('synchronous_standby_names') <> '' THEN
+		options := options || ', synchronous_commit = on';
+	END IF;
+	EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (%s)',
+				   format('%s_from_w%s', publication, from_worker), conninfo, publication, options);
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_subscribe(integer, text, boolean, boolean, boolean, name) IS
+'subscribes this node to from_worker''s rows, on the slot snowflake_mesh_create_slot() made there';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_subscribe(integer, text, boolean, boolean, boolean, name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_unsubscribe(from_worker integer, publication name DEFAULT 'snowflake_mesh')
+RETURNS name
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	sub name := format('%s_from_w%s', publication, from_worker);
+	slot name;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	SELECT s.subslotname INTO slot FROM pg_subscription s
+	WHERE s.subname = sub AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+	IF NOT FOUND THEN
+		RETURN NULL;
+	END IF;
+	EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', sub);
+	EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', sub);
+	EXECUTE format('DROP SUBSCRIPTION %I', sub);
+	RETURN slot;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_unsubscribe(integer, name) IS
+'drops this node''s subscription to from_worker and returns the name of its slot there, to be dropped there';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_unsubscribe(integer, name) FROM PUBLIC;
+
+-- starts or stops a subscription; with conninfo, it follows another
+-- server (a member's promoted standby)
+CREATE FUNCTION snowflake.snowflake_mesh_enable(from_worker integer, enabled boolean, conninfo text DEFAULT NULL,
+									  publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	sub name := format('%s_from_w%s', publication, from_worker);
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	IF from_worker IS NULL OR enabled IS NULL THEN
+		RAISE EXCEPTION 'from_worker and enabled must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF conninfo IS NOT NULL THEN
+		EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', sub);
+		EXECUTE format('ALTER SUBSCRIPTION %I CONNECTION %L', sub, conninfo);
+	END IF;
+	EXECUTE format('ALTER SUBSCRIPTION %I %s', sub, CASE WHEN enabled THEN 'ENABLE' ELSE 'DISABLE' END);
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_enable(integer, boolean, text, name) IS
+'starts or stops this node''s subscription to from_worker, pointed at conninfo when given';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_enable(integer, boolean, text, name) FROM PUBLIC;
+
+-- where this node's subscription to from_worker stands (its replication
+-- origin), or, with advance_to, moved there
+CREATE FUNCTION snowflake.snowflake_mesh_origin(from_worker integer, advance_to pg_lsn DEFAULT NULL,
+									  publication name DEFAULT 'snowflake_mesh')
+RETURNS pg_lsn
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	origin text;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	SELECT 'pg_' || s.oid INTO origin FROM pg_subscription s
+	WHERE s.subname = format('%s_from_w%s', publication, from_worker)
+	  AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+	IF origin IS NULL THEN
+		RAISE EXCEPTION 'subscription "%" does not exist', format('%s_from_w%s', publication, from_worker)
+			USING ERRCODE = 'undefined_object';
+	END IF;
+	IF advance_to IS NOT NULL THEN
+		PERFORM pg_replication_origin_advance(origin, advance_to);
+	END IF;
+	RETURN pg_replication_origin_progress(origin, false);
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_origin(integer, pg_lsn, name) IS
+'the position this node''s subscription to from_worker has applied up to, after moving it to advance_to if given';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_origin(integer, pg_lsn, name) FROM PUBLIC;
+
+--
+-- Waiting.  Each waits at most timeout, checking every 100 ms, and reads
+-- the catalogs and the statistics afresh each time, which takes READ
+-- COMMITTED.
+--
+CREATE FUNCTION snowflake.snowflake_mesh_wait_stopped(from_worker integer, timeout interval DEFAULT '300 s',
+											publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	WHILE EXISTS (SELECT FROM pg_stat_subscription st JOIN pg_subscription s ON s.oid = st.subid
+				  WHERE st.pid IS NOT NULL
+					AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+					AND CASE WHEN from_worker IS NULL
+							 THEN starts_with(s.subname::text, publication || '_from_w')
+							 ELSE s.subname = format('%s_from_w%s', publication, from_worker) END) LOOP
+		IF clock_timestamp() > deadline THEN
+			RAISE EXCEPTION 'gave up after % waiting for the workers of the subscriptions to stop', timeout
+				USING ERRCODE = 'query_canceled';
+		END IF;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_wait_stopped(integer, interval, name) IS
+'waits until no worker runs for this node''s subscription to from_worker (every mesh subscription when NULL)';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_wait_stopped(integer, interval, name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_wait_copied(from_worker integer, timeout interval DEFAULT '300 s',
+										   publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	sub name := format('%s_from_w%s', publication, from_worker);
+	deadline timestamptz := clock_timestamp() + timeout;
+	errors bigint;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'snowflake_mesh_wait_copied() waits only at isolation level READ COMMITTED'
+			USING ERRCODE = 'invalid_transaction_state';
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_subscription s
+				   WHERE s.subname = sub AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())) THEN
+		RAISE EXCEPTION 'subscription "%" does not exist', sub USING ERRCODE = 'undefined_object';
+	END IF;
+	LOOP
+		PERFORM pg_stat_clear_snapshot();
+		-- a copy that fails is tried again and again: it does not heal by
+		-- waiting (16-18 count sync_error_count, 19 its table and sequence
+		-- parts)
+		SELECT coalesce(sum(e.value::bigint), 0) INTO errors
+		FROM pg_stat_subscription_stats ss, jsonb_each_text(to_jsonb(ss)) e
+		WHERE ss.subname = sub AND e.key LIKE '%error_count';
+		IF errors > 0 THEN
+			RAISE EXCEPTION 'the copy of subscription "%" failed', sub
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = 'This node''s server log says why (a table that differs, a key that conflicts).';
+		END IF;
+		EXIT WHEN NOT EXISTS (SELECT FROM pg_subscription_rel r JOIN pg_subscription s ON s.oid = r.srsubid
+							  WHERE s.subname = sub AND r.srsubstate <> 'r'
+								AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()));
+		IF clock_timestamp() > deadline THEN
+			RAISE EXCEPTION 'gave up after % waiting for the copy of subscription "%"', timeout, sub
+				USING ERRCODE = 'query_canceled',
+					  HINT = 'See pg_subscription_rel, pg_stat_subscription and the server log.';
+		END IF;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_wait_copied(integer, interval, name) IS
+'waits until every table of this node''s subscription to from_worker is copied and taken over by its apply worker (state r)';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_wait_copied(integer, interval, name) FROM PUBLIC;
+
+CREATE FUNCTION snowflake.snowflake_mesh_wait_received(for_worker integer, upto pg_lsn, timeout interval DEFAULT '300 s',
+											 publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	slot name := format('%s_w%s_to_w%s', publication, snowflake.snowflake_mesh_node(publication), for_worker);
+	deadline timestamptz := clock_timestamp() + timeout;
+	s record;
+BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'snowflake_mesh_wait_received() waits only at isolation level READ COMMITTED'
+			USING ERRCODE = 'invalid_transaction_state';
+	END IF;
+	LOOP
+		SELECT r.confirmed_flush_lsn AS confirmed, r.wal_status INTO s
+		FROM pg_replication_slots r WHERE r.slot_name = slot;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'replication slot "%" does not exist', slot USING ERRCODE = 'undefined_object';
+		END IF;
+		IF s.wal_status = 'lost' THEN
+			RAISE EXCEPTION 'replication slot "%" is invalidated', slot
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = 'Its subscriber can no longer receive this node''s rows: it must leave the mesh and join again.';
+		END IF;
+		EXIT WHEN s.confirmed >= upto;
+		IF clock_timestamp() > deadline THEN
+			RAISE EXCEPTION 'gave up after % waiting for worker % to receive this node''s changes up to %', timeout, for_worker, upto
+				USING ERRCODE = 'query_canceled',
+					  HINT = 'See pg_stat_subscription there and both server logs; a subscriber reports its progress every wal_receiver_status_interval.';
+		END IF;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_wait_received(integer, pg_lsn, interval, name) IS
+'waits until for_worker has confirmed this node''s changes up to upto';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_wait_received(integer, pg_lsn, interval, name) FROM PUBLIC;
+
+-- the changes this node's mesh subscriptions skipped because the row was
+-- not there (update_missing, delete_missing); NULL before 18, which does
+-- not count them.  Counters of a running worker reach the statistics
+-- within about a second; a stopped worker has flushed its own.
+CREATE FUNCTION snowflake.snowflake_mesh_missing(publication name DEFAULT 'snowflake_mesh')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	missed bigint;
+BEGIN
+	PERFORM snowflake.snowflake_mesh_node(publication);
+	IF current_setting('server_version_num')::integer < 180000 THEN
+		RETURN NULL;
+	END IF;
+	PERFORM pg_stat_clear_snapshot();
+	SELECT coalesce(sum(e.value::bigint), 0) INTO missed
+	FROM pg_stat_subscription_stats ss JOIN pg_subscription s ON s.oid = ss.subid,
+		 jsonb_each_text(to_jsonb(ss)) e
+	WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+	  AND starts_with(s.subname::text, publication || '_from_w')
+	  AND e.key IN ('confl_update_missing', 'confl_delete_missing');
+	RETURN missed;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_missing(name) IS
+'update_missing and delete_missing conflicts of this node''s mesh subscriptions (18 and later; NULL before)';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_missing(name) FROM PUBLIC;
+
+--
+-- The node's state, as snowflake-mesh status reports it: one row per
+-- subscription, slot, published table, subscribed table, claim, change
+-- of the mesh and leftover hold, and one row per fault found here, with
+-- its class: lost (changes skipped, a slot that can no longer feed its
+-- subscriber), failing (replication stopped or erring) or shape (the
+-- mesh's objects or records are not as a mesh's are).  What only a
+-- comparison across the nodes shows, and how far behind a subscriber is,
+-- the helper finds.
+--
+CREATE FUNCTION snowflake.snowflake_mesh_state(publication name DEFAULT 'snowflake_mesh')
+RETURNS TABLE (kind text, name text, detail text, class text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	me integer;
+	refusal text;
+	db oid := (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+	r record;
+	c snowflake.snowflake_mesh_changes;
+BEGIN
+	me := snowflake.snowflake_mesh_node(publication);
+	BEGIN
+		PERFORM snowflake.snowflake_worker_id();
+	EXCEPTION WHEN object_not_in_prerequisite_state THEN
+		GET STACKED DIAGNOSTICS refusal = MESSAGE_TEXT;
+		RETURN QUERY SELECT 'fault', 'node', 'refuses to generate IDs: ' || refusal, 'shape';
+	END;
+	PERFORM pg_stat_clear_snapshot();
+	FOR r IN
+		SELECT s.oid, s.subname, s.subenabled,
+			   EXISTS (SELECT FROM pg_stat_subscription st
+					   WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL) AS running,
+			   (SELECT count(*) FROM pg_subscription_rel sr WHERE sr.srsubid = s.oid AND sr.srsubstate <> 'r') AS syncing,
+			   (SELECT st.latest_end_lsn FROM pg_stat_subscription st
+				WHERE st.subid = s.oid AND st.relid IS NULL) AS received,
+			   coalesce(x.apply_errors, 0) AS apply_errors, coalesce(x.sync_errors, 0) AS sync_errors,
+			   x.missing, x.differs
+		FROM pg_subscription s
+		LEFT JOIN (SELECT ss.subid,
+						  sum(e.value::bigint) FILTER (WHERE e.key = 'apply_error_count') AS apply_errors,
+						  sum(e.value::bigint) FILTER (WHERE e.key LIKE 'sync%error_count') AS sync_errors,
+						  sum(e.value::bigint) FILTER (WHERE e.key IN ('confl_update_missing', 'confl_delete_missing')) AS missing,
+						  sum(e.value::bigint) FILTER (WHERE e.key LIKE 'confl_%' AND e.key NOT IN ('confl_update_missing', 'confl_delete_missing')) AS differs
+				   FROM pg_stat_subscription_stats ss, jsonb_each_text(to_jsonb(ss)) e
+				   GROUP BY ss.subid) x ON x.subid = s.oid
+		WHERE s.subdbid = db AND starts_with(s.subname::text, publication || '_from_w')
+		ORDER BY s.subname
+	LOOP
+		RETURN QUERY SELECT 'subscription', r.subname::text,
+			format('%s, %s, %s apply errors, %s sync errors, %s, %s tables not ready, received up to %s',
+				   CASE WHEN r.subenabled THEN 'enabled' ELSE 'disabled' END,
+				   CASE WHEN r.running THEN 'running' ELSE 'not running' END,
+				   r.apply_errors, r.sync_errors,
+				   CASE WHEN r.missing IS NULL THEN 'changes skipped not counted'
+						ELSE format('%s changes skipped', r.missing) END,
+				   r.syncing, coalesce(r.received::text, '-')), NULL::text;
+		IF NOT r.subenabled THEN
+			RETURN QUERY SELECT 'fault', r.subname::text, 'is disabled', 'failing';
+		ELSIF NOT r.running THEN
+			RETURN QUERY SELECT 'fault', r.subname::text, 'is not running', 'failing';
+		END IF;
+		IF r.apply_errors > 0 THEN
+			RETURN QUERY SELECT 'fault', r.subname::text, format('had %s apply errors', r.apply_errors), 'failing';
+		END IF;
+		IF r.sync_errors > 0 THEN
+			RETURN QUERY SELECT 'fault', r.subname::text, format('had %s table synchronization errors', r.sync_errors), 'failing';
+		END IF;
+		IF r.syncing > 0 THEN
+			RETURN QUERY SELECT 'fault', r.subname::text, format('has %s tables not yet synchronized', r.syncing), 'failing';
+		END IF;
+		IF r.missing > 0 THEN
+			RETURN QUERY SELECT 'fault', r.subname::text,
+				format('skipped %s changes to rows it did not have (update_missing, delete_missing): the nodes differ', r.missing), 'lost';
+		END IF;
+		-- 18 counts every change to a row another node changed last
+		-- (*_origin_differs), at once or not: a hint, not a fault
+		IF r.differs > 0 THEN
+			RETURN QUERY SELECT 'hint', r.subname::text,
+				format('met %s conflicts: changes to rows another node had changed last; if two nodes changed one row at once, they may differ (compare with --rows)', r.differs), NULL::text;
+		END IF;
+		RETURN QUERY SELECT 'subscribed', r.subname::text, format('%I.%I', n.nspname, cl.relname), NULL::text
+			FROM pg_subscription_rel sr JOIN pg_class cl ON cl.oid = sr.srrelid
+			JOIN pg_namespace n ON n.oid = cl.relnamespace
+			WHERE sr.srsubid = r.oid ORDER BY 3;
+	END LOOP;
+
+	FOR r IN
+		SELECT s.slot_name, s.active,
+			   coalesce(s.wal_status, '') = 'lost' OR coalesce(to_jsonb(s) ->> 'invalidation_reason', '') <> '' AS invalidated,
+			   pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint AS behind
+		FROM pg_replication_slots s
+		WHERE s.datoid = db AND s.slot_name ~ ('^' || publication || '_w' || me || '_to_w[0-9]+$')
+		ORDER BY s.slot_name
+	LOOP
+		RETURN QUERY SELECT 'slot', r.slot_name::text,
+			format('%s, %s, %s bytes behind', CASE WHEN r.active THEN 'active' ELSE 'inactive' END,
+				   CASE WHEN r.invalidated THEN 'invalidated' ELSE 'valid' END, r.behind),
+			NULL::text;
+		IF r.invalidated THEN
+			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name,
+				'is invalidated: its subscriber can no longer get the rows; that node must leave and join again', 'lost';
+		ELSIF NOT r.active THEN
+			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name, 'is inactive', 'failing';
+		END IF;
+	END LOOP;
+
+	IF NOT EXISTS (SELECT FROM pg_publication p WHERE p.pubname = publication) THEN
+		RETURN QUERY SELECT 'fault', 'publication ' || publication, 'is missing', 'shape';
+	END IF;
+	RETURN QUERY SELECT 'fault', 'publication ' || p.pubname, 'is owned by a role that is not a superuser', 'shape'
+		FROM pg_publication p JOIN pg_roles o ON o.oid = p.pubowner
+		WHERE p.pubname = publication AND NOT o.rolsuper;
+	RETURN QUERY SELECT 'hint', 'publication ' || p.pubname,
+		format('publishes TRUNCATE; ALTER PUBLICATION %I SET (publish = ''insert, update, delete'')', p.pubname), NULL::text
+		FROM pg_publication p WHERE p.pubname = publication AND p.pubtruncate;
+	-- from the catalogs, not pg_publication_tables, which locks each
+	-- table: a table locked by a session must not stop status
+	RETURN QUERY SELECT 'published', publication::text, format('%I.%I', n.nspname, t.relname), NULL::text
+		FROM pg_publication p JOIN pg_class t ON t.relkind IN ('r', 'p')
+		JOIN pg_namespace n ON n.oid = t.relnamespace
+		WHERE p.pubname = publication
+		  AND (p.puballtables AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
+			   OR EXISTS (SELECT FROM pg_publication_rel pr WHERE pr.prpubid = p.oid AND pr.prrelid = t.oid)
+			   OR EXISTS (SELECT FROM pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND pn.pnnspid = n.oid))
+		ORDER BY 3;
+	RETURN QUERY SELECT 'claim', w.worker_id::text, w.system_identifier::text, NULL::text
+		FROM snowflake.snowflake_workers w ORDER BY w.worker_id;
+
+	SELECT * INTO c FROM snowflake.snowflake_mesh_changes x WHERE x.publication = snowflake_mesh_state.publication;
+	IF FOUND THEN
+		RETURN QUERY SELECT 'change', c.run, c.change, NULL::text;
+		IF snowflake.snowflake_mesh_holders(1397640531, hashtext(publication)) IS NULL THEN
+			RETURN QUERY SELECT 'fault', 'change', format('%s, run %s, since %s, was not finished', c.change, c.run, c.since), 'shape';
+		ELSE
+			RETURN QUERY SELECT 'fault', 'change', format('%s, run %s, since %s, is under way', c.change, c.run, c.since), 'shape';
+		END IF;
+	END IF;
+	RETURN QUERY SELECT 'fault', 'table ' || tg.tgrelid::regclass::text,
+		'is held by an add-table that did not finish: its writes wait while a session holds the hold, or pay for a trigger', 'shape'
+		FROM pg_trigger tg
+		WHERE tg.tgname = 'snowflake_mesh_hold' AND tg.tgparentid = 0
+		  AND tg.tgfoid = 'snowflake.snowflake_mesh_held()'::regprocedure;
+	IF NOT current_setting('track_commit_timestamp')::boolean THEN
+		RETURN QUERY SELECT 'hint', 'track_commit_timestamp', 'is off: a row updated on two nodes at once is not detected', NULL::text;
+	END IF;
+END $$;
+
+COMMENT ON FUNCTION snowflake.snowflake_mesh_state(name) IS
+'this node''s part of the mesh: subscriptions, slots, tables, claims, changes, and the faults found here';
+
+REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_state(name) FROM PUBLIC;
+
+--
 -- Last, the schema the extension ended up in, by OID: it was checked by
 -- name at the start, but another role might have made or swapped it since
 -- (a schema made between two statements, a rename and back).  Only

@@ -72,7 +72,7 @@ my %alone = map { $_ => tps(pgbench($nodes[0], $_, $seconds)) } qw(events serial
 # 2. the mesh; node 1's rows are copied to the others
 $nodes[0]->safe_psql('postgres', 'TRUNCATE serial_events RESTART IDENTITY');
 my ($out, $err) = ('', '');
-IPC::Run::run([ 'bash', $mesh_script, '--tables', 'events', 'create', map { conn($_) } @nodes ],
+IPC::Run::run([ $^X, $mesh_script, '--tables', 'events', 'create', map { conn($_) } @nodes ],
 	'>', \$out, '2>', \$err);
 is($?, 0, 'the mesh is made') or diag($err);
 

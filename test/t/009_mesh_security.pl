@@ -44,7 +44,7 @@ sub mesh
 	my ($env, @args) = @_;
 	my ($out, $err) = ('', '');
 	local %ENV = (%ENV, %$env);
-	IPC::Run::run([ 'bash', $mesh_script, '--timeout', '120', @args ], '>', \$out, '2>', \$err);
+	IPC::Run::run([ $^X, $mesh_script, '--timeout', '120', @args ], '>', \$out, '2>', \$err);
 	return ($? >> 8, $out, $err);
 }
 
@@ -141,7 +141,7 @@ my ($o, $e) = ('', '');
 my $h;
 {
 	local $ENV{PGPASSFILE} = $pgpass;
-	$h = IPC::Run::start([ 'bash', $mesh_script, '--rows', 'status', $op, conn($n2), conn($n3) ], '>', \$o, '2>', \$e);
+	$h = IPC::Run::start([ $^X, $mesh_script, '--rows', 'status', $op, conn($n2), conn($n3) ], '>', \$o, '2>', \$e);
 }
 my ($samples, $seen_helper, $leaks) = (0, 0, 0);
 while ($h->pumpable)
