@@ -1278,6 +1278,10 @@ sub make_standby
 	take_backup($h, $from, $name) or die "no base backup of the node\n";
 	my $sb = PostgreSQL::Test::Cluster->new("sb$h->{seed}_$h->{backup}");
 	$sb->init_from_backup($from, $name, has_streaming => 1);
+	# the backup copies the state file as it is: a damaged one stays
+	# damaged on the standby (replay does not rewrite a file it cannot
+	# trust), until a repair there
+	$sb->{torture_file_broken} = $from == $h->{node} ? $h->{model}{file_broken} : ($from->{torture_file_broken} // 0);
 	my $slots = standby_conf($h, $sb);
 	my $offset = pick(0, -2000, -3_600_000);
 	$sb->{torture_offset_ms} = $offset;
@@ -1417,7 +1421,7 @@ sub standby_op
 			$h->{cascade} = undef;
 		}
 		$h->{node} = $new;
-		$h->{model}{file_broken} = 0;
+		$h->{model}{file_broken} = $new->{torture_file_broken} // 0;
 		# refusals there are judged as the primary's: it is that node now
 		one_call($h, $new, 'first call after promotion');
 		follow_retired_hint($h, $new, $retired->[1]) if $h->{model}{identity} eq 'retired';
