@@ -120,3 +120,7 @@ DROP DOMAIN narrow_num;
 DROP DOMAIN narrow_upper;
 DROP DOMAIN narrow_base;
 DROP SEQUENCE narrow_seq;
+
+-- a table made inside CREATE SCHEMA is checked too
+CREATE SCHEMA narrow_schema CREATE TABLE narrow_inner (id integer DEFAULT snowflake.snowflake_nextval());
+SELECT count(*) FROM pg_namespace WHERE nspname = 'narrow_schema';

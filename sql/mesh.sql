@@ -18,11 +18,20 @@ SELECT snowflake.snowflake_mesh_subscribe(1, 'host=elsewhere', true, true, false
 SELECT * FROM snowflake.snowflake_mesh_changes;
 RESET ROLE;
 DROP ROLE regress_mesh_nobody;
+-- nor a role that may write every table: a record of a change steers the
+-- lock and the abort
+CREATE ROLE regress_mesh_writer IN ROLE pg_write_all_data;
+SET ROLE regress_mesh_writer;
+INSERT INTO snowflake.snowflake_mesh_changes (publication, change, run)
+VALUES ('snowflake_mesh', 'join of worker 9', 'run-x');
+RESET ROLE;
+DROP ROLE regress_mesh_writer;
 
 -- the mesh's name must leave room for the names made from it
 SELECT snowflake_mesh_lock('join of worker 9', 'run-a', 'Mesh-1');
 SELECT snowflake_mesh_state(publication => repeat('m', 41));
 SELECT snowflake_mesh_enable(NULL, true);
+SELECT snowflake_mesh_unlock('run-a', NULL);
 
 -- the lock, and the record that outlives a session
 SELECT snowflake_mesh_lock('join of worker 9', 'run-a');
@@ -72,6 +81,13 @@ SELECT snowflake_mesh_digest('mesh_t');
 ALTER TABLE mesh_t FORCE ROW LEVEL SECURITY;
 SELECT snowflake_mesh_digest('mesh_t');
 ALTER TABLE mesh_t NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+-- the whole row, also where a column is named as the row is
+ALTER TABLE mesh_t ADD COLUMN r int;
+SELECT snowflake_mesh_digest('mesh_t') AS digest \gset
+UPDATE mesh_t SET v = 'changed' WHERE id = 2;
+SELECT snowflake_mesh_digest('mesh_t') <> :'digest' AS a_changed_row_changes_it;
+UPDATE mesh_t SET v = 'two' WHERE id = 2;
+ALTER TABLE mesh_t DROP COLUMN r;
 CREATE VIEW mesh_v AS SELECT * FROM mesh_t;
 SELECT snowflake_mesh_empty('mesh_v');
 DROP VIEW mesh_v;
@@ -93,6 +109,14 @@ SELECT kind, name, detail, class FROM snowflake_mesh_state() WHERE kind = 'fault
 INSERT INTO mesh_u VALUES (1);
 SELECT snowflake_mesh_release('mesh_u');
 SELECT count(*) FROM pg_trigger WHERE tgrelid = 'mesh_u'::regclass;
+-- a trigger of the hold's name that is not the hold: refused, and kept
+CREATE FUNCTION mesh_noop() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
+CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT ON mesh_u FOR EACH ROW EXECUTE FUNCTION mesh_noop();
+SELECT snowflake_mesh_hold('mesh_u');
+SELECT snowflake_mesh_release('mesh_u');
+SELECT tgname, tgfoid::regproc FROM pg_trigger WHERE tgrelid = 'mesh_u'::regclass;
+DROP TRIGGER snowflake_mesh_hold ON mesh_u;
+DROP FUNCTION mesh_noop();
 
 -- what there is not
 SELECT snowflake_mesh_origin(9);

@@ -484,7 +484,7 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 CREATE FUNCTION snowflake_narrow_defaults_among(relations oid[], domains oid[])
 RETURNS TABLE (relation regclass, attnum smallint, domain regtype, data_type text, rounds boolean,
 			   recent boolean, expr pg_node_tree)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
 WITH RECURSIVE
@@ -539,7 +539,7 @@ COMMENT ON FUNCTION snowflake_narrow_defaults_among(oid[], oid[]) IS
 
 CREATE FUNCTION snowflake_narrow_defaults()
 RETURNS TABLE (relation regclass, column_name name, domain regtype, data_type text, column_default text)
-LANGUAGE sql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
 SELECT f.relation, a.attname, f.domain, f.data_type, pg_catalog.pg_get_expr(f.expr, coalesce(f.relation, 0))
@@ -622,7 +622,7 @@ COMMENT ON FUNCTION snowflake_narrow_defaults_check() IS
 
 CREATE EVENT TRIGGER snowflake_narrow_defaults_check ON ddl_command_end
 WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
-			 'ALTER VIEW', 'CREATE DOMAIN', 'ALTER DOMAIN')
+			 'ALTER VIEW', 'CREATE DOMAIN', 'ALTER DOMAIN', 'CREATE SCHEMA', 'IMPORT FOREIGN SCHEMA')
 EXECUTE FUNCTION snowflake_narrow_defaults_check();
 
 COMMENT ON EVENT TRIGGER snowflake_narrow_defaults_check IS
@@ -707,7 +707,8 @@ COMMENT ON FUNCTION snowflake_workers_arrived() IS
 
 REVOKE ALL ON FUNCTION snowflake_workers_arrived() FROM PUBLIC;
 
-CREATE TRIGGER snowflake_workers_arrived AFTER INSERT ON snowflake_workers
+CREATE TRIGGER snowflake_workers_arrived AFTER INSERT OR UPDATE OF worker_id, system_identifier
+ON snowflake_workers
 FOR EACH ROW EXECUTE FUNCTION snowflake_workers_arrived();
 
 -- also where triggers are off for replication (session_replication_role =
@@ -764,19 +765,50 @@ CREATE TABLE snowflake_mesh_changes (
 COMMENT ON TABLE snowflake_mesh_changes IS
 'the change of the mesh under way on this node, or left unfinished, by publication';
 
+-- only superusers write it, whatever privileges a role holds on the table
+-- (pg_write_all_data): a row there steers the mesh's lock and its abort
+CREATE FUNCTION snowflake_mesh_changes_guard()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
+		RAISE EXCEPTION 'permission denied for table snowflake_mesh_changes'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Only superusers may record a change of the mesh.';
+	END IF;
+	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_changes_guard() IS
+'trigger: only a superuser inserts, updates, deletes or truncates rows of snowflake_mesh_changes';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_changes_guard() FROM PUBLIC;
+
+CREATE TRIGGER snowflake_mesh_changes_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_mesh_changes
+FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_mesh_changes_guard();
+
+CREATE TRIGGER snowflake_mesh_changes_guard_truncate BEFORE TRUNCATE ON snowflake_mesh_changes
+FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_changes_guard();
+
+ALTER TABLE snowflake_mesh_changes ENABLE ALWAYS TRIGGER snowflake_mesh_changes_guard;
+ALTER TABLE snowflake_mesh_changes ENABLE ALWAYS TRIGGER snowflake_mesh_changes_guard_truncate;
+
 -- this node's worker id, once the mesh's name is one the mesh's object
 -- names have room for.  A node held back from generating (a copy, a claim
 -- of another system) is still the node of the worker id it is set to:
 -- its state must be read, and its subscriptions taken back.
 CREATE FUNCTION snowflake_mesh_node(publication name)
 RETURNS integer
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	w integer;
 BEGIN
-	IF publication !~ '^[a-z_][a-z0-9_]{0,39}$' THEN
+	-- not STRICT: a null name must not skip the check of every caller
+	IF publication IS NULL OR publication !~ '^[a-z_][a-z0-9_]{0,39}$' THEN
 		RAISE EXCEPTION 'invalid mesh publication name "%"', publication
 			USING ERRCODE = 'invalid_name',
 				  DETAIL = 'A mesh''s publication has a plain lower-case name of at most 40 characters.';
@@ -800,7 +832,7 @@ REVOKE ALL ON FUNCTION snowflake_mesh_node(name) FROM PUBLIC;
 -- the sessions that hold an advisory lock of this database, for a message
 CREATE FUNCTION snowflake_mesh_holders(key1 integer, key2 integer)
 RETURNS text
-LANGUAGE sql STABLE STRICT PARALLEL RESTRICTED
+LANGUAGE sql VOLATILE STRICT PARALLEL RESTRICTED
 SET search_path = pg_catalog, pg_temp
 AS $$
 	SELECT string_agg(format('pid %s (role %s, application %L)', l.pid, a.usename, a.application_name),
@@ -1017,7 +1049,7 @@ DECLARE
 	digest text;
 BEGIN
 	PERFORM set_config('role', @extschema@.snowflake_mesh_reader(tbl), true);
-	EXECUTE format('SELECT count(*) || '' rows, md5 '' || coalesce(md5(string_agg(r::text, '','' ORDER BY r::text)), ''-'') FROM %s r', tbl)
+	EXECUTE format('SELECT count(*) || '' rows, md5 '' || coalesce(md5(string_agg((r.*)::text, '','' ORDER BY (r.*)::text)), ''-'') FROM %s r', tbl)
 	INTO digest;
 	PERFORM set_config('role', caller, true);
 	RETURN digest;
@@ -1112,6 +1144,14 @@ BEGIN
 				  DETAIL = format('Its hold is taken by %s.',
 								  coalesce(@extschema@.snowflake_mesh_holders(1397640532, key), 'a session that just ended'));
 	END IF;
+	-- a trigger of that name that is not ours would leave writes unheld
+	IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold'
+			   AND t.tgfoid <> '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
+		PERFORM pg_advisory_unlock(1397640532, key);
+		RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_hold" of its own', tbl
+			USING ERRCODE = 'duplicate_object',
+				  HINT = 'Rename that trigger on this node.';
+	END IF;
 	IF NOT EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold') THEN
 		EXECUTE format('CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT OR UPDATE OR DELETE ON %s '
 					   'FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_mesh_held()', tbl);
@@ -1131,7 +1171,10 @@ AS $$
 BEGIN
 	-- the writers waiting go on first; the trigger's drop waits for them
 	PERFORM pg_advisory_unlock(1397640532, (tbl::oid::bigint - 2147483648)::integer);
-	EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_hold ON %s', tbl);
+	IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold'
+			   AND t.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
+		EXECUTE format('DROP TRIGGER snowflake_mesh_hold ON %s', tbl);
+	END IF;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_release(regclass) IS

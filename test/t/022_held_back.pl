@@ -9,7 +9,7 @@
 # replayed reservations; an identity file that cannot be read for one
 # start, and a standby of that primary promoted.  Each refusal names what
 # it found, and its hint's step releases it.  And a claim whose commit
-# fails holds nothing back.
+# fails holds nothing back, and a claim replaced by an UPDATE holds it back.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -215,6 +215,15 @@ is(refusal($src, 'postgres', "BEGIN; INSERT INTO snowflake_workers VALUES (3, 42
 	'55000', 'a PREPARE refused (prepared transactions are disabled)');
 set_worker($src, 3);
 is(refusal($src), 'generated', 'its claim of worker 3 holds nothing back');
+
+# Its own claim replaced by an UPDATE that names another system, as a
+# subscription applies one (replica role: the trigger fires for the apply
+# too), holds it back as an inserted claim does.
+set_worker($src, 1);
+is(refusal($src), 'generated', 'back under worker 1, its own claim');
+$src->safe_psql('postgres',
+	'SET session_replication_role = replica; UPDATE snowflake_workers SET system_identifier = 4242 WHERE worker_id = 1');
+is(refusal($src), '55S03 claimed_elsewhere', 'its claim replaced by an UPDATE holds it back');
 $src->stop;
 
 done_testing();
