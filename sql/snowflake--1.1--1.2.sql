@@ -620,18 +620,32 @@ EXECUTE FUNCTION snowflake.snowflake_narrow_defaults_check();
 COMMENT ON EVENT TRIGGER snowflake_narrow_defaults_check IS
 'refuses a default that generates snowflake IDs on a column or domain of a type that holds no bigint exactly';
 
--- defaults declared before 1.2 refused them: said once, here
+-- defaults declared before 1.2 refused them: said once, here, read
+-- without deparsing them, so that no lock on any of those tables is waited
+-- for
 DO $$
 DECLARE
 	n record;
 BEGIN
-	FOR n IN SELECT * FROM snowflake.snowflake_narrow_defaults() LOOP
-		RAISE WARNING '% is of type %, too narrow for snowflake IDs',
-			CASE WHEN n.domain IS NULL THEN format('column "%s" of relation %s', n.column_name, n.relation)
-				 ELSE format('domain %s', n.domain) END,
-			n.data_type
-			USING DETAIL = format('Its default %s makes bigint values: its first insert will fail.', n.column_default),
-				  HINT = 'Use bigint for it; SELECT * FROM snowflake.snowflake_narrow_defaults() lists every such column and domain.';
+	FOR n IN
+		SELECT f.*, a.attname
+		FROM snowflake.snowflake_narrow_defaults_among(NULL, NULL) f
+			 LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = f.relation AND a.attnum = f.attnum
+	LOOP
+		IF n.domain IS NULL THEN
+			RAISE WARNING 'column "%" of relation % is of type %, too narrow for snowflake IDs',
+				n.attname, n.relation, n.data_type
+				USING DETAIL = CASE WHEN n.rounds
+							   THEN 'Its default makes bigint values, which that type rounds: different IDs will be stored as one.'
+							   ELSE 'Its default makes bigint values: its first insert will fail.' END,
+					  HINT = 'Use bigint for it; SELECT * FROM snowflake.snowflake_narrow_defaults() lists every such column and domain.';
+		ELSE
+			RAISE WARNING 'domain % is of type %, too narrow for snowflake IDs', n.domain, n.data_type
+				USING DETAIL = CASE WHEN n.rounds
+							   THEN 'Its default makes bigint values, which that type rounds: different IDs will be stored as one.'
+							   ELSE 'Its default makes bigint values: the first insert that uses it will fail.' END,
+					  HINT = 'Use bigint for it; SELECT * FROM snowflake.snowflake_narrow_defaults() lists every such column and domain.';
+		END IF;
 	END LOOP;
 END $$;
 
