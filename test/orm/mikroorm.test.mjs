@@ -132,7 +132,7 @@ test('a role that sees the extension\'s schema: schema:update drops it unless ig
 	assert.match(drops, /drop table if exists "snowflake"\."snowflake_workers" cascade;/);
 	assert.match(drops, /drop schema if exists "snowflake";/);
 	await assert.rejects(bare.getSchemaGenerator().updateSchema(),
-		/cannot drop table snowflake\.snowflake_workers because extension snowflake requires it/);
+		/cannot drop table snowflake\.snowflake_\w+ because extension snowflake requires it/);
 	const ignoring = await open([Order, OrderLine], { ...connect, schemaGenerator: { ignoreSchema: ['snowflake'] } });
 	assert.equal(await plan(ignoring), '');
 	assert.equal(await plan(app), '', 'the application\'s role does not see it at all');
