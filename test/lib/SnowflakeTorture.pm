@@ -2237,6 +2237,22 @@ sub prelude
 		{
 			stop_node($h, $node, 'fast');
 			start_or_violation($h, $node, 0);
+			# its standby learns what the node is from the record the node
+			# logs as the library starts: the history goes on once it has
+			# (the primary lost before that is promote-before-preload)
+			if (my $sb = $h->{standby})
+			{
+				my $reason;
+				for (1 .. 100)
+				{
+					$reason = status_reason($sb);
+					last if defined $reason && $reason ne 'new_as_standby';
+					select(undef, undef, undef, 0.1);
+				}
+				violation($h, 'the standby made before CREATE EXTENSION did not learn, in 10 s, '
+					  . 'that its primary runs the library: ' . ($reason // 'no status'))
+				  if !defined $reason || $reason eq 'new_as_standby';
+			}
 		}
 	}
 	if ($p{'bad-setting-before-first-id'} && $p{'promote-before-preload'})
