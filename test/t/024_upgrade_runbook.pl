@@ -63,11 +63,26 @@ snowflake.worker_id = 3
 	return $node;
 }
 
-# the old cluster: README's table, IDs, the claim; stopped cleanly
+# worker_is(NODE, W): NODE's keeper has put worker id W in force
+sub worker_is
+{
+	my ($node, $w) = @_;
+	$node->append_conf('postgresql.conf', "snowflake.worker_id = $w");
+	$node->reload;
+	return $node->poll_query_until('postgres', "SELECT snowflake.snowflake_worker_id() = $w");
+}
+
+# the old cluster: README's table, IDs, the claim; stopped cleanly.  It
+# ran as worker 5 before 3, and claimed both.
 my $old = node('old');
 $old->start;
+$old->safe_psql('postgres', 'CREATE EXTENSION snowflake');
+ok(worker_is($old, 5), 'the old cluster runs as worker 5');
 $old->safe_psql('postgres', q{
-	CREATE EXTENSION snowflake;
+	SELECT snowflake.snowflake_nextval();
+	SELECT snowflake.snowflake_claim_worker('old five');});
+ok(worker_is($old, 3), 'then as worker 3');
+$old->safe_psql('postgres', q{
 	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), item text);
 	INSERT INTO orders (item) SELECT 'item ' || n FROM generate_series(1, 1000) n;
 	SELECT snowflake.snowflake_claim_worker('old');});
@@ -101,6 +116,14 @@ is($new->safe_psql('postgres', q{
 	SELECT system_identifier = (SELECT system_identifier FROM pg_control_system())
 	FROM snowflake.snowflake_workers WHERE node_name = 'old'}),
 	't', 'by_directory: the claim moved to the new system identifier');
+is($new->safe_psql('postgres', q{
+	SELECT count(*) FROM snowflake.snowflake_workers
+	WHERE system_identifier <> (SELECT system_identifier FROM pg_control_system())}),
+	'0', "by_directory: so did the old cluster's claim of worker 5");
+ok(worker_is($new, 5), 'by_directory: back on worker 5');
+is($new->safe_psql('postgres', q{
+	SELECT (snowflake.snowflake_decode(snowflake.snowflake_nextval())).worker_id}),
+	'5', 'by_directory: it generates as worker 5, which the same node claimed before the upgrade');
 $new->stop;
 
 upgraded_by('by_id', $by_id)->stop;
