@@ -1922,7 +1922,11 @@ sub lifecycle_op
 				[ 'sh', '-c', 'cd "$1" && shift && exec "$@"', 'sh', $new->basedir,
 				  'pg_upgrade', '--no-sync', '-d', $node->data_dir, '-D', $new->data_dir,
 				  '-b', $bindir, '-B', $bindir, '-p', $node->port, '-P', $new->port,
-				  '-s', $new->host ],
+				  '-s', $new->host,
+				  # before 17, pg_upgrade's start of the old cluster runs its
+				  # subscription's apply worker, whose transaction IDs the new
+				  # cluster then hands out again (docs/upgrading.md)
+				  $new->pg_version < 17 ? ('-o', '-c max_logical_replication_workers=0') : () ],
 				'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(300));
 		};
 		return violation($h, "pg_upgrade failed: $out $err $@") unless $ok;
