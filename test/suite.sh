@@ -149,10 +149,14 @@ fi
 passed=$((passed + tests - tfail))
 failed=$((failed + tfail))
 parts+=("TAP: $((tests - tfail)) of $tests passed")
-# which file failed and how, in the summary CI keeps when the log is gone
-while IFS= read -r line; do
-	parts+=("TAP failed: $line")
-done < <(grep -E "^(t/[0-9a-z_]+\.pl +\(Wstat|#   Failed test '|# Looks like you)" "$tap_out" | cut -c1-160 | head -n 8 || true)
+# which file failed and how, and the seeds that replay the random
+# histories, in the summary CI keeps when the log is gone
+if [ "$tfail" -gt 0 ]; then
+	while IFS= read -r line; do
+		parts+=("TAP failed: $line")
+	done < <(grep -E "^(t/[0-9a-z_]+\.pl +\(Wstat|#   Failed test '|# Looks like you|# .*replay)" "$tap_out" |
+		cut -c1-200 | head -n 12 || true)
+fi
 
 # 4. the benchmark's smoke run: the whole suite, shortened, on this
 # version.  It asserts that every section ran and is in the report, and no
