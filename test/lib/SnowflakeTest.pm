@@ -126,27 +126,38 @@ sub state_mark
 # 40 ms apart; in each, every writer (a node, in the order given) inserts
 # one row into events with node = its place (from 1), round and payload
 # TAG.  SETTLE waits until READER has every row.  Returns by how many
-# rounds id order runs behind insert order at most, and the rounds' mean
-# period in ms: ordered by id, no row comes after one of a later round by
-# more than that.
+# rounds id order runs behind insert order at most; how far, in ms between
+# the rounds' starts, a row comes after one of a later round at most; and
+# the longest a round's inserts took, in ms.  A row of round r follows one
+# of round r' in id order only if the clocks' skew exceeds the time from
+# r's insert to r''s: the disorder is at most the skew plus the longest
+# round, whatever stalls the machine had between rounds.
 sub id_order_lag
 {
 	my ($writers, $reader, $tag, $rounds, $settle) = @_;
-	my $t0 = Time::HiRes::time();
+	my (@start, $longest_ms);
+	$longest_ms = 0;
 	for my $r (1 .. $rounds)
 	{
+		$start[$r] = Time::HiRes::time();
 		$writers->[ $_ - 1 ]->safe_psql('postgres',
 			"INSERT INTO events (node, round, payload) VALUES ($_, $r, '$tag')")
 		  for 1 .. @$writers;
+		my $took = (Time::HiRes::time() - $start[$r]) * 1000;
+		$longest_ms = $took if $took > $longest_ms;
 		Time::HiRes::usleep(40_000);
 	}
-	my $period_ms = (Time::HiRes::time() - $t0) * 1000 / $rounds;
 	$settle->();
-	my $lag = $reader->safe_psql('postgres', qq{
-		SELECT coalesce(max(max_round - round), 0) FROM (
-			SELECT round, max(round) OVER (ORDER BY id) AS max_round
-			FROM events WHERE payload = '$tag') s});
-	return ($lag, $period_ms);
+	my ($lag, $disorder_ms, $latest) = (0, 0, 0);
+	for my $round (split /\n/, $reader->safe_psql('postgres',
+		"SELECT round FROM events WHERE payload = '$tag' ORDER BY id"))
+	{
+		$latest = $round if $round > $latest;
+		$lag = $latest - $round if $latest - $round > $lag;
+		my $behind = ($start[$latest] - $start[$round]) * 1000;
+		$disorder_ms = $behind if $behind > $disorder_ms;
+	}
+	return ($lag, $disorder_ms, $longest_ms);
 }
 
 # refusal(NODE, DB, SQL): what one call (snowflake_nextval() by default) in

@@ -84,17 +84,17 @@ is($agg->safe_psql('postgres',
 # ordered by id, a row never comes before one of an earlier round by more
 # than the clock skew
 my $settle = sub { $writers[$_ - 1]->wait_for_catchup("from_writer$_") for 1 .. 3 };
-my ($lag, $period) = id_order_lag(\@writers, $agg, 'synced', 25, $settle);
-note(sprintf 'clocks in step: id order runs behind insert order by %d rounds of %.0f ms', $lag, $period);
+my ($lag, $disorder, $longest) = id_order_lag(\@writers, $agg, 'synced', 25, $settle);
+note(sprintf 'clocks in step: id order runs behind insert order by %d rounds', $lag);
 ok($lag <= 1, "with clocks in step, id order follows insert order (behind by $lag rounds)");
 
 set_clock_offset($writers[2], '+0.5');
-($lag, $period) = id_order_lag(\@writers, $agg, 'skewed', 25, $settle);
-my $disorder = $lag * $period;
-note(sprintf 'writer3 500 ms ahead: id order runs behind insert order by %d rounds of %.0f ms = %.0f ms',
-	$lag, $period, $disorder);
-ok($lag >= 1 && $disorder <= 500 + 2 * $period,
-	sprintf('one clock 500 ms ahead: disorder %.0f ms, bounded by the skew', $disorder));
+($lag, $disorder, $longest) = id_order_lag(\@writers, $agg, 'skewed', 25, $settle);
+note(sprintf 'writer3 500 ms ahead: id order runs behind insert order by %d rounds, %.0f ms; '
+	  . 'the longest round took %.0f ms', $lag, $disorder, $longest);
+ok($lag >= 1 && $disorder <= 500 + $longest + 20,
+	sprintf('one clock 500 ms ahead: disorder %.0f ms, bounded by the skew and a round of %.0f ms',
+		$disorder, $longest));
 is($agg->safe_psql('postgres', "SELECT count(*), count(DISTINCT id) FROM events WHERE payload = 'skewed'"),
 	'75|75', 'and nothing collides');
 

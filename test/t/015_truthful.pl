@@ -105,7 +105,10 @@ like($node->safe_psql('postgres', qq{SET enable_seqscan = off; EXPLAIN (COSTS OF
 # 3. A long tick: no call waits for it.  A fresh node has issued nothing
 # in the current tick, so its first ID is in it, at once; the call that
 # finds the tick used up is refused at once and says why, not held until
-# the next hour.
+# the next hour.  Ticks begin on the hour (UTC): the section starts at
+# least a minute before the next one, so that it runs within one tick.
+my $to_hour = 3600 - time() % 3600;
+sleep($to_hour + 1) if $to_hour < 60;
 fresh_node(q{
 snowflake.layout = 'custom'
 snowflake.custom_time_bits = 30
