@@ -57,7 +57,7 @@ if make -C "$B" PG_CONFIG="$PGBIN/pg_config" >"$WORK/build.log" 2>&1; then
 		echo "not ok: $warnings warnings"
 		failed=$((failed + 1))
 	fi
-	parts+=("build: $warnings warnings")
+	parts+=("build: $warnings warnings ($("$PGBIN/pg_config" --version | sed "s/ (.*//"))")
 	as_root make -s -C "$B" PG_CONFIG="$PGBIN/pg_config" install >/dev/null
 else
 	grep -E -B 2 -A 4 'error|Error' "$WORK/build.log" | head -n 60
