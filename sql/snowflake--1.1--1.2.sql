@@ -315,26 +315,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	floor_id bigint := snowflake.snowflake_identity_confirm(above, old_data_directory, stopped_at);
-	me bigint := (SELECT system_identifier FROM pg_control_system());
-	was bigint;
 BEGIN
-	-- the node's claims follow it to its new system identifier: the worker
-	-- id it runs as (released at commit, it refuses until then) and every
-	-- other one the system it was claimed, worker ids it ran as before
-	SELECT w.system_identifier INTO was
-	FROM snowflake.snowflake_workers w
-	WHERE w.worker_id = pg_catalog.current_setting('snowflake.worker_id')::integer
-	  AND w.system_identifier <> me;
-	IF FOUND THEN
-		UPDATE snowflake.snowflake_workers w
-		SET system_identifier = me
-		WHERE w.system_identifier = was;
-	END IF;
+	-- the node's claim follows it to its new system identifier (the worker
+	-- id it runs as: released at commit, it refuses until then)
+	UPDATE snowflake.snowflake_workers
+	SET system_identifier = (SELECT system_identifier FROM pg_control_system())
+	WHERE worker_id = pg_catalog.current_setting('snowflake.worker_id')::integer
+	  AND system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	-- other systems' claims the table holds (pg_upgrade carried the rows,
 	-- not the node's record of them) are kept, as claims that arrive are
 	PERFORM snowflake.snowflake_identity_claim_seen(w.worker_id, w.system_identifier)
 	FROM snowflake.snowflake_workers w
-	WHERE w.system_identifier <> me;
+	WHERE w.system_identifier <> (SELECT system_identifier FROM pg_control_system());
 	RETURN floor_id;
 END $$;
 

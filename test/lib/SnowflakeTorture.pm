@@ -140,6 +140,9 @@ sub new_history
 			hi_layout => 'shardingsphere',	# the layout it was issued in
 			unclean => 0,		# the state may be a reservation ahead of hi
 			seen_ms => 0,		# the latest clock reading of the node
+			system => 0,		# which system identifier the node has: a
+								# new one after pg_upgrade or a dump
+			claims => {},		# worker id => the system that claimed it
 		},
 	};
 	open my $fh, '>', $h->{record} or die "cannot write $h->{record}: $!";
@@ -160,6 +163,15 @@ sub kind
 {
 	my ($h, @kinds) = @_;
 	$h->{kinds}{$_}++ for @kinds;
+	return;
+}
+
+# The node claimed its worker id in snowflake_workers (in the database
+# the history calls, postgres).
+sub claimed
+{
+	my ($h) = @_;
+	$h->{model}{claims}{ $h->{worker} } = $h->{model}{system};
 	return;
 }
 
@@ -553,7 +565,9 @@ sub justified
 	return $ctx->{standby} ? 'a standby' : undef if $code eq '25006';
 	return $m->{preloaded} ? undef : 'not preloaded' if $code eq '55000';
 	return undef if !$m->{preloaded};
-	return $m->{settings_bad} && $reason_in->('settings_rejected') ? 'a setting rejected at start' : undef
+	# (1.1's snowflake_status has no reason)
+	return $m->{settings_bad} && ($reason_in->('settings_rejected') || !defined $reason && $m->{at_1_1}) ?
+	  'a setting rejected at start' : undef
 	  if $code eq 'F0000';
 	return undef if $m->{settings_bad};
 
@@ -564,6 +578,12 @@ sub justified
 		  if defined $m->{held_reason};
 		return $code eq $held_code && $reason_in->(@reasons) ? "held back: $m->{identity}" : undef;
 	}
+	# a worker id the system this node was before claimed (pg_upgrade, a
+	# dump): a copy of that system shares its identifier, so the claim may
+	# be the copy's
+	my $claim = $m->{claims}{ $h->{worker} };
+	return 'the worker id was claimed by the system the node was before'
+	  if $code eq '55S03' && $reason_in->('claimed_elsewhere') && defined $claim && $claim != $m->{system};
 	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
 	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
 	  if $code eq 'XX001';
@@ -950,6 +970,14 @@ sub follow_hint
 		$m->{worker_bad} = 0;
 		stop_node($h, $node, 'fast');
 		start_or_violation($h, $node, $h->{offset_ms});
+		# and on its standbys, which a reload of the rejected value left on
+		# the one they had
+		for my $sb (grep { defined } $h->{standby}, $h->{cascade})
+		{
+			write_settings($h, $sb);
+			$sb->stop('fast', fail_ok => 1);
+			start_standby($sb);
+		}
 	}
 	elsif ($why =~ /new layout/)
 	{
@@ -1473,7 +1501,9 @@ sub worker_retired
 	burst($h, $node, during => 'nothing');
 	if ($claim)
 	{
-		one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()', no_ids => 1);
+		claimed($h)
+		  if defined((one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()',
+				no_ids => 1))[0]);
 	}
 	# the standby says so, having replayed it
 	catch_up($node, $sb);
@@ -1745,6 +1775,8 @@ sub release
 		return 0;
 	}
 	$h->{releases}++;
+	# the claim of the worker id it runs as moves to this system
+	claimed($h) if defined $m->{claims}{ $h->{worker} };
 	violation($h, "$what: released above $out, not above ID $h->{floor} the lost node issued")
 	  if $out !~ /^\d+$/ || $out < $h->{floor};
 	set_identity($h, 'ok');
@@ -1951,6 +1983,7 @@ sub lifecycle_op
 			judge($h, $err, 'claim', $ctx);
 			return;
 		}
+		claimed($h);
 		my (undef, $hwm) = try_sql($node, 'SELECT high_water_mark FROM snowflake_status');
 		my $dump = $new->basedir . '/db.dump';
 		my $ok = eval {
@@ -1978,6 +2011,10 @@ sub lifecycle_op
 		$m->{hi} = $hwm if $hwm && $hwm > $m->{hi};
 	}
 	$h->{node} = $new;
+	# a new system identifier: the claims the tables carry name the old one,
+	# but for one the new cluster made before the restore
+	$m->{system}++;
+	claimed($h) if $first && $how eq 'dump-restore';
 	# a dump holds one database; pg_upgrade carries them all
 	$h->{dbs} = ['postgres'] if $how eq 'dump-restore';
 	set_identity($h, $identity);
@@ -2208,9 +2245,11 @@ sub prelude
 	if ($p{'extension-1.1-updated'})
 	{
 		# 1.1 lived in public and had no blocks: single IDs, then the update
+		$m->{at_1_1} = 1;
 		burst($h, $node, single => 1, schema => 'public', during => 'nothing') if $m->{preloaded};
 		say_op($h, 'ALTER EXTENSION snowflake UPDATE');
 		$node->safe_psql('postgres', 'ALTER EXTENSION snowflake UPDATE');
+		$m->{at_1_1} = 0;
 	}
 	if (!$m->{preloaded})
 	{

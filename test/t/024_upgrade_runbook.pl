@@ -50,12 +50,12 @@ my ($by_directory, $by_id) = @blocks;
 like($by_directory, qr/old_data_directory => '[^']+'/, 'the first names the old data directory');
 like($by_id, qr/above => /, 'the second names an ID');
 
-# node(NAME): a server as README recommends it
+# node(NAME, INIT): a server as README recommends it
 sub node
 {
-	my ($name) = @_;
+	my ($name, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%init);
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'snowflake'
 snowflake.worker_id = 3
@@ -117,15 +117,48 @@ is($new->safe_psql('postgres', q{
 	FROM snowflake.snowflake_workers WHERE node_name = 'old'}),
 	't', 'by_directory: the claim moved to the new system identifier');
 is($new->safe_psql('postgres', q{
-	SELECT count(*) FROM snowflake.snowflake_workers
+	SELECT worker_id FROM snowflake.snowflake_workers
 	WHERE system_identifier <> (SELECT system_identifier FROM pg_control_system())}),
-	'0', "by_directory: so did the old cluster's claim of worker 5");
-ok(worker_is($new, 5), 'by_directory: back on worker 5');
-is($new->safe_psql('postgres', q{
-	SELECT (snowflake.snowflake_decode(snowflake.snowflake_nextval())).worker_id}),
-	'5', 'by_directory: it generates as worker 5, which the same node claimed before the upgrade');
+	'5', "by_directory: the old cluster's claim of worker 5 stays under its system identifier");
+# a copy of the old cluster shares that identifier: the claim may be the
+# copy's, so going back to worker 5 takes the hint's step
+set_worker($new, 5);
+is(refusal($new, 'postgres', 'SELECT snowflake.snowflake_nextval()'), '55S03 claimed_elsewhere',
+	'by_directory: back on worker 5, it is held back as by another system\'s claim');
+my $hwm = $new->safe_psql('postgres', 'SELECT high_water_mark FROM snowflake.snowflake_status');
+$new->safe_psql('postgres', "SELECT snowflake.snowflake_confirm_node(above => $hwm)");
+is($new->safe_psql('postgres', qq{
+	SELECT (snowflake.snowflake_decode(id)).worker_id || ' ' || (id > $old_max)
+	FROM snowflake.snowflake_nextval() id}),
+	'5 true', "by_directory: the hint's step releases it, as worker 5, above the old cluster's IDs");
 $new->stop;
 
 upgraded_by('by_id', $by_id)->stop;
+
+# A copy released under a worker id of its own, then upgraded and
+# confirmed, does not take its source's claim: the source runs on.
+my $src = node('source', allows_streaming => 1);
+$src->start;
+$src->safe_psql('postgres', q{
+	CREATE EXTENSION snowflake;
+	SELECT snowflake.snowflake_nextval();
+	SELECT snowflake.snowflake_claim_worker('source');});
+$src->backup('copy');
+my $copy = PostgreSQL::Test::Cluster->new('copy');
+$copy->init_from_backup($src, 'copy');
+$copy->start;
+ok(worker_is($copy, 9), 'the copy, given worker 9 of its own, generates');
+$copy->safe_psql('postgres', q{SELECT snowflake.snowflake_claim_worker('copy')});
+$copy->stop;
+my $up = node('copy_upgraded');
+pg_upgrade_ok($copy, $up, 'pg_upgrade of the copy');
+$up->append_conf('postgresql.conf', 'snowflake.worker_id = 9');
+$up->start;
+my $copy_dir = $copy->data_dir;
+$up->safe_psql('postgres', "SELECT snowflake.snowflake_confirm_node(old_data_directory => '$copy_dir')");
+set_worker($up, 3);
+is(refusal($up, 'postgres', 'SELECT snowflake.snowflake_nextval()'), '55S03 claimed_elsewhere',
+	"the upgraded copy on its source's worker id: held back, as by another system's claim");
+$_->stop for $up, $src;
 
 done_testing();
