@@ -21,7 +21,7 @@ OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 # installed as they are, named one by one (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext, which run this Makefile with
 # -f from a build directory and VPATH set to the sources).  An install of
-# 1.1 is 1.0 updated.  test/t/007_upgrade.pl fails if a released script
+# 1.1 is 1.0 updated.  test/t/upgrade_extension.pl fails if a released script
 # changes.
 EXTVERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" \
 	$(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
@@ -33,11 +33,11 @@ PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
 REGRESS = generate block decode range settings markings status layouts zones schemes convert defaults mesh
-REGRESS_OPTS = --inputdir=.
-# pg_isolation_regress specs (specs/, output in expected/) on such a server
+REGRESS_OPTS = --inputdir=test
+# pg_isolation_regress specs (test/specs/, output in test/expected/) on such a server
 # that also allows prepared transactions (max_prepared_transactions > 0)
 ISOLATION = claims confirm confirm_commit repair reload ddl_locks
-ISOLATION_OPTS = --load-extension=snowflake
+ISOLATION_OPTS = --inputdir=test --load-extension=snowflake
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers

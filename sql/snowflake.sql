@@ -2,7 +2,7 @@
  * snowflake.sql: the full install script of the current version, the one
  * source of its SQL.  The Makefile copies it to snowflake--VERSION.sql
  * (VERSION: default_version in snowflake.control).  Every change here goes
- * into the update script from the last release too; test/t/007_upgrade.pl
+ * into the update script from the last release too; test/t/upgrade_extension.pl
  * checks that both give the same extension.
  */
 

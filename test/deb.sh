@@ -34,7 +34,7 @@ dpkg -L "postgresql-$PG_MAJOR-snowflake" | grep -E 'snowflake(\.so|\.control|--1
 
 say "regression suite against the installed package"
 WORK=$(pg_workdir deb)
-cp -r "$DEST/sql" "$DEST/expected" "$WORK/"
+cp -r "$DEST/test/sql" "$DEST/test/expected" "$WORK/"
 [ "$(id -u)" = 0 ] && chown -R postgres: "$WORK"
 trap 'stop_server "$WORK"' EXIT
 start_server "$WORK" yes "snowflake.worker_id = 7" "fsync = off"

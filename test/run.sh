@@ -54,7 +54,7 @@ if [ $host = yes ]; then
 	count "$PG_MAJOR" "$RUN/suite-$PG_MAJOR.log"
 fi
 
-# the fault-history checker (t/010) plays its 4 histories on the first and
+# the fault-history checker (t/model_fault_histories.pl) plays its 4 histories on the first and
 # the last version, and 2 (every kind of event still played) on those
 # between, to keep the run within the hour; make torture plays more
 first=${PG_VERSIONS%% *}

@@ -9,7 +9,9 @@
 # and tests the Debian package.  Expects its packages to be there
 # already.  Ends with one line:
 # "PostgreSQL NN: N passed, M failed".  Removes its files when everything
-# passed, and otherwise says where they are.
+# passed, and otherwise says where they are.  SUITE_PARTS names the parts
+# to run after the build (default: all of regress isolation tap bench deb),
+# for a quicker run while working on one of them.
 . "$(dirname "$0")/lib.sh"
 
 WORK=$(pg_workdir "pg$PG_MAJOR")
@@ -24,6 +26,9 @@ cleanup() {
 	for s in "${servers[@]}"; do stop_server "$s"; done
 }
 trap cleanup EXIT
+
+SUITE_PARTS=${SUITE_PARTS:-regress isolation tap bench deb}
+part() { [[ " $SUITE_PARTS " == *" $1 "* ]]; }
 
 passed=0
 failed=0
@@ -89,7 +94,7 @@ regress() {
 	start_server "$dir" "$preload" "snowflake.worker_id = 7" "fsync = off" \
 		"max_prepared_transactions = 4"
 	# shellcheck disable=SC2086
-	out=$(cd "$B" && as_pg "$driver" --inputdir="$B" --outputdir="$WORK/$name" \
+	out=$(cd "$B" && as_pg "$driver" --inputdir="$B/test" --outputdir="$WORK/$name" \
 		--bindir="$PGBIN" --host="$dir" --port=5432 --user=postgres \
 		$opts "$@" 2>&1) || rc=$?
 	echo "$out"
@@ -107,100 +112,110 @@ regress() {
 	stop_server "$dir"
 }
 
-# shellcheck disable=SC2086
-regress preloaded yes "$PG_REGRESS" --dbname=contrib_regression $REGRESS
-regress not_preloaded no "$PG_REGRESS" --dbname=contrib_regression not_preloaded
-passed=$((passed + rpassed))
-failed=$((failed + rfailed))
-parts+=("pg_regress: $rpassed of $((rpassed + rfailed)) passed")
-rpassed=0
-rfailed=0
-# shellcheck disable=SC2086
-regress isolation yes "$PG_ISOLATION_REGRESS" "--dbname=isolation_regression $ISOLATION_OPTS" $ISOLATION
-passed=$((passed + rpassed))
-failed=$((failed + rfailed))
-parts+=("isolation: $rpassed of $((rpassed + rfailed)) passed")
+if part regress; then
+	# shellcheck disable=SC2086
+	regress preloaded yes "$PG_REGRESS" --dbname=contrib_regression $REGRESS
+	regress not_preloaded no "$PG_REGRESS" --dbname=contrib_regression not_preloaded
+	passed=$((passed + rpassed))
+	failed=$((failed + rfailed))
+	parts+=("pg_regress: $rpassed of $((rpassed + rfailed)) passed")
+	rpassed=0
+	rfailed=0
+fi
+if part isolation; then
+	# shellcheck disable=SC2086
+	regress isolation yes "$PG_ISOLATION_REGRESS" "--dbname=isolation_regression $ISOLATION_OPTS" $ISOLATION
+	passed=$((passed + rpassed))
+	failed=$((failed + rfailed))
+	parts+=("isolation: $rpassed of $((rpassed + rfailed)) passed")
+fi
 
 # 3. TAP tests.  PostgreSQL 16 and later take the data and log directories
 # from TESTDATADIR and TESTLOGDIR (without them, relative paths, which
 # neither libfaketime's clock file nor archive_command can use); 15 from
 # TESTDIR.
-say "PostgreSQL $PG_MAJOR: TAP tests"
-T=$B/test
-tap_out=$WORK/tap.out
-rc=0
-# shellcheck disable=SC2086
-(cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
-	TESTDIR="$T" TESTDATADIR="$T/tmp_check" TESTLOGDIR="$T/tmp_check/log" \
-	PG_TEST_TIMEOUT_DEFAULT=300 \
-	prove --timer -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
-	2>&1 | tee "$tap_out" || rc=$?
+if part tap; then
+	say "PostgreSQL $PG_MAJOR: TAP tests"
+	T=$B/test
+	tap_out=$WORK/tap.out
+	rc=0
+	# shellcheck disable=SC2086
+	(cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
+		TESTDIR="$T" TESTDATADIR="$T/tmp_check" TESTLOGDIR="$T/tmp_check/log" \
+		PG_TEST_TIMEOUT_DEFAULT=300 \
+		prove --timer -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
+		2>&1 | tee "$tap_out" || rc=$?
 
-tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$tap_out")
-tests=${tests:-0}
-tfail=$(sed -n 's/.*Failed \([0-9]*\)\/[0-9]* subtests.*/\1/p' "$tap_out" | awk '{s+=$1} END {print s+0}')
-if ! grep -q '^Result: PASS' "$tap_out"; then
-	[ "$tfail" -gt 0 ] || tfail=1
-	for f in "$T"/tmp_check/log/*.log; do
-		[ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
-	done
-fi
-[ "$tests" -ge "$tfail" ] || tests=$tfail
-passed=$((passed + tests - tfail))
-failed=$((failed + tfail))
-parts+=("TAP: $((tests - tfail)) of $tests passed")
-# which file failed and how, and the seeds that replay the random
-# histories, in the summary CI keeps when the log is gone
-if [ "$tfail" -gt 0 ]; then
-	while IFS= read -r line; do
-		parts+=("TAP failed: $line")
-	done < <(grep -E "^(t/[0-9a-z_]+\.pl +\(Wstat|#   Failed test '|# Looks like you|# .*replay)" "$tap_out" |
-		cut -c1-200 | head -n 12 || true)
+	tests=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$tap_out")
+	tests=${tests:-0}
+	tfail=$(sed -n 's/.*Failed \([0-9]*\)\/[0-9]* subtests.*/\1/p' "$tap_out" | awk '{s+=$1} END {print s+0}')
+	if ! grep -q '^Result: PASS' "$tap_out"; then
+		[ "$tfail" -gt 0 ] || tfail=1
+		for f in "$T"/tmp_check/log/*.log; do
+			[ -f "$f" ] && { echo "--- $f"; tail -n 40 "$f"; }
+		done
+	fi
+	[ "$tests" -ge "$tfail" ] || tests=$tfail
+	passed=$((passed + tests - tfail))
+	failed=$((failed + tfail))
+	parts+=("TAP: $((tests - tfail)) of $tests passed")
+	# which file failed and how, and the seeds that replay the random
+	# histories, in the summary CI keeps when the log is gone
+	if [ "$tfail" -gt 0 ]; then
+		while IFS= read -r line; do
+			parts+=("TAP failed: $line")
+		done < <(grep -E "^(t/[0-9a-z_]+\.pl +\(Wstat|#   Failed test '|# Looks like you|# .*replay)" "$tap_out" |
+			cut -c1-200 | head -n 12 || true)
+	fi
 fi
 
 # 4. the benchmark's smoke run: the whole suite, shortened, on this
 # version.  It asserts that every section ran and is in the report, and no
 # timing.
-say "PostgreSQL $PG_MAJOR: benchmark suite, quick run"
-# bench_report_ok REPORT: every section there, and the UUIDv7 peer this
-# version has (its own uuidv7() from 18 on).  A pgbench run that reports
-# an error stops the suite; one that a busy machine let finish nothing in
-# its second is no failure of the code.
-bench_report_ok() {
-	local md=$1 h uv7='UUIDv7 in SQL'
-	[ "$PG_MAJOR" -lt 18 ] || uv7='uuidv7()'
-	for h in 'Bulk generation, one backend' 'Concurrent generation' \
-		'Single-row inserts, synchronous_commit = on' 'Single-row inserts, synchronous_commit = off' \
-		'Primary key index after' 'Bulk load of' 'Blocks of IDs' 'Targets'; do
-		grep -q "^### $h" "$md" || { echo "not ok: the report has no section \"$h\""; return 1; }
-	done
-	grep -qF "| $uv7 |" "$md" || { echo "not ok: the report has no row for $uv7"; return 1; }
-}
-if QUICK=1 BENCH_OUT="$WORK/bench" bash "$B/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
-	bench_report_ok "$WORK/bench/latest.md"; then
-	echo "ok: the benchmark ran every section and wrote its report"
-	passed=$((passed + 1))
-	parts+=("benchmark smoke run: ok")
-else
-	tail -n 30 "$WORK/bench.log"
-	echo "not ok: the benchmark's smoke run"
-	failed=$((failed + 1))
-	parts+=("benchmark smoke run: FAILED")
+if part bench; then
+	say "PostgreSQL $PG_MAJOR: benchmark suite, quick run"
+	# bench_report_ok REPORT: every section there, and the UUIDv7 peer this
+	# version has (its own uuidv7() from 18 on).  A pgbench run that reports
+	# an error stops the suite; one that a busy machine let finish nothing in
+	# its second is no failure of the code.
+	bench_report_ok() {
+		local md=$1 h uv7='UUIDv7 in SQL'
+		[ "$PG_MAJOR" -lt 18 ] || uv7='uuidv7()'
+		for h in 'Bulk generation, one backend' 'Concurrent generation' \
+			'Single-row inserts, synchronous_commit = on' 'Single-row inserts, synchronous_commit = off' \
+			'Primary key index after' 'Bulk load of' 'Blocks of IDs' 'Targets'; do
+			grep -q "^### $h" "$md" || { echo "not ok: the report has no section \"$h\""; return 1; }
+		done
+		grep -qF "| $uv7 |" "$md" || { echo "not ok: the report has no row for $uv7"; return 1; }
+	}
+	if QUICK=1 BENCH_OUT="$WORK/bench" bash "$B/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
+		bench_report_ok "$WORK/bench/latest.md"; then
+		echo "ok: the benchmark ran every section and wrote its report"
+		passed=$((passed + 1))
+		parts+=("benchmark smoke run: ok")
+	else
+		tail -n 30 "$WORK/bench.log"
+		echo "not ok: the benchmark's smoke run"
+		failed=$((failed + 1))
+		parts+=("benchmark smoke run: FAILED")
+	fi
 fi
 
 # 5. the Debian package: built for this version, installed, and the
 # regression suite run against it
-say "PostgreSQL $PG_MAJOR: Debian package"
-if DEB_OUT="$WORK" bash "$SRC/test/deb.sh" >"$WORK/deb.log" 2>&1; then
-	grep -E 'install ok installed|All [0-9]+ tests passed|^package:' "$WORK/deb.log"
-	echo "ok: postgresql-$PG_MAJOR-snowflake built, installed and tested"
-	passed=$((passed + 1))
-	parts+=("Debian package: ok")
-else
-	tail -n 40 "$WORK/deb.log"
-	echo "not ok: postgresql-$PG_MAJOR-snowflake"
-	failed=$((failed + 1))
-	parts+=("Debian package: FAILED")
+if part deb; then
+	say "PostgreSQL $PG_MAJOR: Debian package"
+	if DEB_OUT="$WORK" bash "$SRC/test/deb.sh" >"$WORK/deb.log" 2>&1; then
+		grep -E 'install ok installed|All [0-9]+ tests passed|^package:' "$WORK/deb.log"
+		echo "ok: postgresql-$PG_MAJOR-snowflake built, installed and tested"
+		passed=$((passed + 1))
+		parts+=("Debian package: ok")
+	else
+		tail -n 40 "$WORK/deb.log"
+		echo "not ok: postgresql-$PG_MAJOR-snowflake"
+		failed=$((failed + 1))
+		parts+=("Debian package: FAILED")
+	fi
 fi
 
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/torture.sh: `make torture`.  Plays SEEDS random fault histories (100
 # by default) of STEPS steps (50) from seed FIRST_SEED (1) on, with the
-# checker of t/010_torture.pl, on this machine's PostgreSQL (PG_MAJOR).
+# checker of t/model_fault_histories.pl, on this machine's PostgreSQL (PG_MAJOR).
 # Every kind of event is dealt to the histories in turn; FORCE (a list of
 # kinds, comma-separated) gives each history those instead.  A failing
 # history prints the command that replays it:
@@ -26,7 +26,7 @@ rc=0
 	TORTURE_SEEDS="${SEEDS:-100}" TORTURE_STEPS="${STEPS:-50}" \
 	TORTURE_FIRST_SEED="${FIRST_SEED:-1}" TORTURE_VERBOSE="${VERBOSE:-}" \
 	${FORCE+TORTURE_FORCE="$FORCE"} \
-	prove -v -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" t/010_torture.pl) \
+	prove -v -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" t/model_fault_histories.pl) \
 	>"$WORK/torture.out" 2>&1 || rc=$?
 # the failures and totals; each history's operations and judgements are
 # in torture.out and the test's log

@@ -14,8 +14,8 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time usleep);
 use SnowflakeTest;
 
-our @EXPORT = qw(mesh_node conn wid mesh mesh_start mesh_running mesh_finish content rows_apart
-  converged writer_start writers_stop missing_conflicts);
+our @EXPORT = qw(mesh_node conn wid mesh mesh_start mesh_running mesh_finish mesh_locks_gone
+  content rows_apart converged writer_start writers_stop missing_conflicts);
 
 our $script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
 our $timeout = 120;
@@ -84,6 +84,23 @@ sub mesh_finish
 	# a helper killed by a signal has no exit code: never take it for 0
 	my $rc = ($? & 127) ? 128 + ($? & 127) : $? >> 8;
 	return ($rc, ${ $r->{out} }, ${ $r->{err} });
+}
+
+# mesh_locks_gone(NODES...): waits until no session holds the mesh's lock
+# on any of the nodes.  A helper that was killed leaves sessions that end
+# on their own time, after the helper's process is gone; the next command
+# would find the lock still held.
+sub mesh_locks_gone
+{
+	my @nodes = @_;
+	for my $n (@nodes)
+	{
+		$n->poll_query_until('postgres', q{
+			SELECT NOT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'advisory'
+							   AND l.classid IN (1397640531, 1397640532))})
+		  or die 'a session of a killed helper still holds the mesh\'s lock on ' . $n->name;
+	}
+	return;
 }
 
 # content(NODE, TABLE): "N rows, md5 M" of every row's text, in order

@@ -301,7 +301,7 @@ known=$(awk -F'|' '
 	on && /^\(/ { exit }
 	on && /^-/ { next }
 	on { for (i = 1; i <= NF; i++) gsub(/^ +| +$/, "", $i); print $1, $3, $4 }
-' "$SRC/expected/zones.out")
+' "$SRC/test/expected/zones.out")
 n=0
 while read -r z epoch_ms id; do
 	[ -n "$z" ] || continue
@@ -314,12 +314,12 @@ while read -r z epoch_ms id; do
 		jvm "$(java_zone "${z%@*}")")
 	n=$((n + 1))
 	if [ "${out[0]}" = "$(java_zone "${z%@*}") $epoch_ms" ] && [ "${out[1]}" = "$id" ]; then
-		ok "expected/zones.out: $z's epoch $epoch_ms and ID $id are the JVM's (rule \"$rule\")"
+		ok "test/expected/zones.out: $z's epoch $epoch_ms and ID $id are the JVM's (rule \"$rule\")"
 	else
-		not_ok "expected/zones.out: $z has epoch $epoch_ms and ID $id; a JVM (rule \"$rule\") in ${out[0]% *} has ${out[0]#* } and ${out[1]}"
+		not_ok "test/expected/zones.out: $z has epoch $epoch_ms and ID $id; a JVM (rule \"$rule\") in ${out[0]% *} has ${out[0]#* } and ${out[1]}"
 	fi
 done <<<"$known"
-[ "$n" -gt 0 ] || not_ok "expected/zones.out has the table of known values"
+[ "$n" -gt 0 ] || not_ok "test/expected/zones.out has the table of known values"
 
 # 4. every zone of PostgreSQL's time zone database that Java knows by the
 # same name has the same epoch in both: by the Calendar, and by the started

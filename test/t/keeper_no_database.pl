@@ -43,7 +43,7 @@ pg_upgrade_ok($node, $new, 'pg_upgrade succeeds with the library preloaded in bo
 $new->start;
 is($new->safe_psql('postgres', 'SELECT count(*) FROM t'), '1100',
 	'the upgraded cluster holds the rows');
-# the one step after pg_upgrade (see 014_identity)
+# the one step after pg_upgrade (see node_identity)
 $new->safe_psql('postgres',
 	"SELECT snowflake_confirm_node(old_data_directory => '" . $node->data_dir . "')");
 $new->safe_psql('postgres', 'INSERT INTO t (n) VALUES (1)');

@@ -2,8 +2,7 @@
 -- The mesh's steps on one node (snowflake_mesh_*): who may call them, what
 -- they refuse, the lock and its record, tables read as their owners, the
 -- publication, the hold of a table being added, and the node's state.
--- What takes several nodes is checked by the TAP tests (008, 019, 028,
--- 029).
+-- What takes several nodes is checked by the TAP tests t/mesh_*.pl.
 --
 \set VERBOSITY default
 \set SHOW_CONTEXT never
@@ -45,6 +44,14 @@ SELECT count(*) FROM snowflake_mesh_changes;
 SELECT snowflake_mesh_lock('join of worker 9', 'run-c');
 \c
 SET client_min_messages = error;
+-- the session before \c ends on its own time: wait until its lock is gone
+DO $$
+BEGIN
+	WHILE EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = 1397640531
+				  AND l.pid <> pg_backend_pid()) LOOP
+		PERFORM pg_sleep(0.01);
+	END LOOP;
+END $$;
 \set SHOW_CONTEXT never
 \set VERBOSITY terse
 SELECT snowflake_mesh_lock('leave of worker 3', 'run-d');

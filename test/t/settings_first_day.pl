@@ -3,7 +3,7 @@
 # in postgresql.conf is refused to the client with its range; a call
 # without the schema, and one in a database without the extension, fail as
 # docs/troubleshooting.md says.  A default that generates IDs on a column
-# narrower than bigint is refused when declared (sql/defaults.sql), but
+# narrower than bigint is refused when declared (test/sql/defaults.sql), but
 # never stops PostgreSQL's own machinery: a dump of a schema that has one
 # (made while 1.1 was installed, or loaded so) restores, with pg_restore
 # and with psql, and pg_upgrade carries it over; the update from 1.1 says

@@ -31,7 +31,7 @@ my @blocks;
 				$block .= ($line =~ s/^\s+//r) . "\n";
 			}
 		}
-		elsif ($line =~ /^\s*<!-- run by test\/t\/024_upgrade_runbook\.pl -->\s*$/)
+		elsif ($line =~ /^\s*<!-- run by test\/t\/upgrade_pg_upgrade_runbook\.pl -->\s*$/)
 		{
 			$marked = 1;
 		}
