@@ -23,6 +23,11 @@ fi
 # PATH may not)
 PYTHON=/usr/bin/python3
 NEED_NODE=1 install_deps python3-sqlalchemy python3-psycopg2 python3-alembic python3-django
+# Rails (Active Record and its tasks) with ruby-pg; Hibernate 3.6 with
+# PgJDBC, which reaches the server's Unix socket through junixsocket
+install_quiet ruby-railties ruby-activerecord ruby-pg libhibernate3-java libjavassist-java \
+	libslf4j-java libpostgresql-jdbc-java libjunixsocket-java libjunixsocket-jni
+command -v javac >/dev/null || install_quiet default-jdk-headless
 
 t0=$(date +%s)
 check_start orm
@@ -34,14 +39,20 @@ fail() {
 	failed=$((failed + 1))
 }
 
-cp -r "$SRC"/test/orm/{package.json,package-lock.json,*.mjs,*.py,snowflake_shop} "$WORK/"
+cp -r "$SRC"/test/orm/{package.json,package-lock.json,*.mjs,*.py,*.rb,snowflake_shop,rails_shop} "$WORK/"
+hibernate_cp=$(printf '/usr/share/java/%s.jar:' hibernate-core hibernate-commons-annotations geronimo-jpa_2.0_spec \
+	geronimo-jta-1.2-spec dom4j antlr commons-collections3 javassist slf4j-api slf4j-nop postgresql junixsocket-common)
+if ! javac -nowarn -d "$WORK/hibernate" -cp "$hibernate_cp" "$SRC"/test/orm/hibernate/*.java >"$WORK/javac.log" 2>&1; then
+	cat "$WORK/javac.log"
+	fail "the Hibernate test compiles"
+fi
 if ! (cd "$WORK" && npm ci --no-audit --no-fund >"$WORK/npm.log" 2>&1); then
 	tail -n 20 "$WORK/npm.log"
 	fail "npm ci"
 fi
 
 start_server "$dir" yes "snowflake.worker_id = 7" "fsync = off"
-tools="typeorm sequelize knex mikroorm drizzle sqlalchemy django idlibs"
+tools="typeorm sequelize knex mikroorm drizzle sqlalchemy django idlibs hibernate"
 {
 	echo "CREATE ROLE app LOGIN;"
 	echo 'ALTER ROLE app SET search_path = "$user", public;'
@@ -79,6 +90,9 @@ run drizzle node --test --test-reporter=tap drizzle.test.mjs
 run sqlalchemy "$PYTHON" sqlalchemy_test.py
 run django "$PYTHON" django_test.py
 run idlibs node --test --test-reporter=tap idlibs.test.mjs
+HIBERNATE_SOURCES=$SRC/test/orm/hibernate run hibernate java -cp "$WORK/hibernate:$hibernate_cp" shop.HibernateTest
+# Rails makes databases of its own, as its role shop (docs/orms.md)
+PSQL=$PGBIN/psql run rails /usr/bin/ruby rails_test.rb
 
 echo "orm: ran in $(($(date +%s) - t0)) s"
 check_end orm "$passed" "$failed" "each tool's output, the server log"
