@@ -7,8 +7,9 @@
 # (test/chroot.sh; 16 built there from ../shared/pg16).  Every version's
 # suite has the benchmark's smoke run; on the host's version also the
 # JavaScript client test, the SQL of README.md and docs/, make demo's SQL,
-# the ORMs and ID libraries (test/orm) and the ShardingSphere layouts
-# against ShardingSphere's algorithm in a JVM.  Says per version how many
+# the ORMs and ID libraries (test/orm), the ShardingSphere layouts
+# against ShardingSphere's algorithm in a JVM, and the stacks of
+# docs/stacks.md: Patroni on etcd, pgBackRest and PgBouncer (test/stacks).  Says per version how many
 # passed, and ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
@@ -128,10 +129,13 @@ if [ $host = yes ]; then
 	# The shardingsphere layouts agree with ShardingSphere's algorithm, by
 	# each rule its releases took the epoch by, run in a JVM.
 	extra "ShardingSphere's IDs in a JVM" shardingsphere bash "$SRC/test/shardingsphere/check.sh"
+	# A Patroni cluster on etcd, pgBackRest's restores and PgBouncer's
+	# pool modes, as docs/stacks.md has them.
+	extra "Patroni with etcd, pgBackRest, PgBouncer" stacks bash "$SRC/test/stacks/run.sh"
 
 	passed=$((passed + xpassed))
 	failed=$((failed + xfailed))
-	summary+=("JavaScript client, the SQL of README and docs/, make demo, ORMs and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
+	summary+=("JavaScript client, the SQL of README and docs/, make demo, ORMs, ShardingSphere in a JVM and the stacks, PostgreSQL $PG_MAJOR: $xpassed passed, $xfailed failed")
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
 	else

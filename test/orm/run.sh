@@ -2,17 +2,19 @@
 # test/orm/run.sh [BINDIR]: ORMs and schema tools do what README's "ORMs
 # and schema tools" tells their users: TypeORM, Sequelize, Knex, MikroORM
 # and Drizzle with drizzle-kit from npm (the versions package-lock.json
-# pins, installed with npm ci), SQLAlchemy with Alembic and Django from
-# Debian; and the ID libraries of README's table that npm has are read both
-# ways with the layout the table names (idlibs).  Starts a throwaway server
-# like the others (library preloaded, snowflake.worker_id = 7) and gives
-# each tool a database of its own, owned by the role app, whose sessions
-# have the search_path README recommends for applications: PostgreSQL's
-# default, without snowflake, set on the role because the server-wide one
-# of the tests has it.  Uses the installed extension of PG_MAJOR, or of the
-# server in BINDIR.  Prints a line per test and ends with one line:
-# "orm: N passed, M failed".  Removes its files when every test passed, and
-# otherwise says where they are.
+# pins, installed with npm ci), SQLAlchemy with Alembic, Django, Hibernate
+# 3.6 and Rails 6.1 from Debian; and the ID libraries of README's table
+# that npm has are read both ways with the layout the table names
+# (idlibs).  Starts a throwaway server like the others (library
+# preloaded, snowflake.worker_id = 7) and gives each tool a database of its
+# own, owned by the role app, whose sessions have the search_path README
+# recommends for applications: PostgreSQL's default, without snowflake,
+# set on the role because the server-wide one of the tests has it; Rails
+# makes its own databases, as the role its section of docs/orms.md
+# creates.  Uses the installed extension of PG_MAJOR, or of the server in
+# BINDIR.  Prints a line per test and ends with one line: "orm: N passed,
+# M failed".  Removes its files when every test passed, and otherwise says
+# where they are.
 . "$(dirname "$0")/../lib.sh"
 
 if [ -n "${1:-}" ]; then

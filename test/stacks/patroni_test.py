@@ -1,5 +1,6 @@
 # A Patroni cluster of three members with etcd as its store, all on the
-# loopback, configured as docs/stacks.md's "Patroni" says, with snowflake
+# loopback, with the dynamic configuration of docs/stacks.md's "Patroni"
+# (taken from there, with shorter times), and snowflake
 # generating under a load of clients (common.Load) through a switchover, a
 # failover (the primary's machine killed: Patroni and every server process
 # at once; the old primary comes back through pg_rewind), a member
@@ -16,6 +17,7 @@
 # PostgreSQL's programs).  Prints TAP (common.py).
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -30,22 +32,16 @@ SCOPE = 'shop'
 NAMES = ['pg1', 'pg2', 'pg3']
 procs = Procs()
 
-# docs/stacks.md's Patroni configuration: what the cluster keeps in etcd
-# (bootstrap.dcs, then patronictl edit-config), the same for every member
-DCS = yaml.safe_load('''
-ttl: 20
-loop_wait: 2
-retry_timeout: 5
-synchronous_mode: true
-synchronous_node_count: 2
-postgresql:
-  use_pg_rewind: true
-  parameters:
-    shared_preload_libraries: snowflake
-    snowflake.worker_id: 7
-    snowflake.max_run_ahead_ms: 1000
-    wal_log_hints: 'on'
-''')
+# docs/stacks.md's Patroni configuration (SNOWFLAKE_DOCS names the folder):
+# what the cluster keeps in etcd, the same for every member (bootstrap.dcs,
+# then patronictl edit-config), with shorter times, so that a failover
+# comes within the test, and both standbys synchronous, so that a
+# switchover may go to either
+with open(os.path.join(os.environ['SNOWFLAKE_DOCS'], 'stacks.md')) as f:
+    doc = f.read()
+[block] = [b for b in re.findall(r'^```yaml\n(.*?)^```$', doc, re.M | re.S) if 'snowflake.worker_id' in b]
+DCS = yaml.safe_load(block)['bootstrap']['dcs']
+DCS.update(ttl=20, loop_wait=2, retry_timeout=5, synchronous_node_count=2)
 
 etcd_port = free_port()
 members = {}
@@ -240,6 +236,9 @@ def worker_change():
 
 t0 = time.monotonic()
 try:
+    params = DCS['postgresql']['parameters']
+    ok(params.get('shared_preload_libraries') == 'snowflake' and params.get('snowflake.worker_id') == 7,
+       "docs/stacks.md's dynamic configuration: the library preloaded, worker id 7", params)
     step('a cluster of three members on etcd, snowflake generating on the primary', bootstrap)
     step('a switchover, under load', switchover, 'pg2')
     step('a failover: the primary killed, another one promoted; the old one rewound and back', failover)

@@ -31,6 +31,8 @@ fail() {
 }
 
 cp "$SRC"/test/stacks/*.py "$WORK/"
+mkdir "$WORK/docs"
+cp "$SRC/docs/stacks.md" "$WORK/docs/"
 chmod -R a+rX "$WORK"
 
 # part NAME: NAME_test.py, as postgres, in a directory of its own; its TAP
@@ -41,7 +43,7 @@ part() {
 	t=$(date +%s)
 	mkdir "$WORK/$name"
 	[ "$(id -u)" != 0 ] || chown postgres: "$WORK/$name"
-	(cd "$WORK" && as_pg env PGBIN="$PGBIN" PATH="$PATH" HOME="$WORK/$name" \
+	(cd "$WORK" && as_pg env PGBIN="$PGBIN" PATH="$PATH" HOME="$WORK/$name" SNOWFLAKE_DOCS="$WORK/docs" \
 		/usr/bin/python3 "${name}_test.py" "$WORK/$name") >"$out" 2>&1 || true
 	sed -n -E "s/^(not )?ok [0-9]+ - /\\1ok - $name: /p" "$out"
 	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out")
