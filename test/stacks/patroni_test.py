@@ -7,7 +7,8 @@
 # re-initialised (patronictl reinit) and then made primary, a pause with
 # the primary restarted by hand and a resume, and a worker-id change
 # through Patroni's dynamic configuration (patronictl edit-config -p)
-# followed by a switchover.  Every acknowledged ID is kept (ids.tsv in
+# followed by a switchover; then a standby cluster with a worker id of its
+# own follows it and is promoted while it runs on.  Every acknowledged ID is kept (ids.tsv in
 # the work directory): none is acknowledged twice, none is at or below an
 # ID of the same worker id acknowledged before it was asked for, no
 # member refuses (a refusal is judged by its SQLSTATE and the reason of
@@ -15,6 +16,7 @@
 #
 # python3 patroni_test.py WORKDIR (as the postgres account; PGBIN names
 # PostgreSQL's programs).  Prints TAP (common.py).
+import copy
 import json
 import os
 import re
@@ -25,10 +27,11 @@ import urllib.request
 import yaml
 
 from common import (PGBIN, Load, Procs, Stop, check_ids, connect, finish, free_port, kill_postmaster,
-                    log, ok, query, run, step, wait_for, worker_of, write_acks)
+                    log, ok, outcome, query, run, step, wait_for, worker_of, write_acks)
 
 WORK = sys.argv[1]
 SCOPE = 'shop'
+DR_SCOPE = 'shop-dr'
 NAMES = ['pg1', 'pg2', 'pg3']
 procs = Procs()
 
@@ -45,21 +48,21 @@ DCS.update(ttl=20, loop_wait=2, retry_timeout=5, synchronous_node_count=2)
 
 etcd_port = free_port()
 members = {}
-for name in NAMES:
+for name in NAMES + ['dr1']:
     d = os.path.join(WORK, name)
     os.makedirs(d, exist_ok=True)
     members[name] = {'dir': d, 'data': os.path.join(d, 'data'), 'pg': free_port(), 'api': free_port(),
                      'conf': os.path.join(d, 'patroni.yml'), 'proc': None}
 
 
-def member_conf(name):
+def member_conf(name, scope=SCOPE, dcs=DCS):
     m = members[name]
     return {
-        'scope': SCOPE,
+        'scope': scope,
         'name': name,
         'restapi': {'listen': f'127.0.0.1:{m["api"]}', 'connect_address': f'127.0.0.1:{m["api"]}'},
         'etcd3': {'hosts': f'127.0.0.1:{etcd_port}'},
-        'bootstrap': {'dcs': DCS, 'initdb': [{'encoding': 'UTF8'}, {'locale': 'C.UTF-8'}]},
+        'bootstrap': {'dcs': dcs, 'initdb': [{'encoding': 'UTF8'}, {'locale': 'C.UTF-8'}]},
         'postgresql': {
             'listen': f'127.0.0.1:{m["pg"]}',
             'connect_address': f'127.0.0.1:{m["pg"]}',
@@ -76,10 +79,10 @@ def member_conf(name):
     }
 
 
-def start_member(name):
+def start_member(name, **conf):
     m = members[name]
     with open(m['conf'], 'w') as f:
-        yaml.safe_dump(member_conf(name), f)
+        yaml.safe_dump(member_conf(name, **conf), f)
     m['proc'] = procs.start(['patroni', m['conf']], os.path.join(m['dir'], 'patroni.log'))
     procs.datadir(m['data'])
 
@@ -91,7 +94,7 @@ def patronictl(*args):
 def cluster():
     """Patroni's view of the cluster, from the REST API of the first member
     that answers: {name: member}."""
-    for m in members.values():
+    for m in (members[n] for n in NAMES):
         if m['proc'] is None or m['proc'].poll() is not None:
             continue
         try:
@@ -234,6 +237,55 @@ def worker_change():
     switchover(next(n for n in NAMES if n != lead))
 
 
+def standby_cluster():
+    """docs/stacks.md's standby cluster: a cluster of its own that follows
+    this one's primary, with a worker id of its own in its dynamic
+    configuration; promoted while this cluster runs on, it generates under
+    that one at once."""
+    lead = leader()
+    dcs = copy.deepcopy(DCS)
+    dcs['postgresql']['parameters']['snowflake.worker_id'] = 9
+    dcs['standby_cluster'] = {'host': '127.0.0.1', 'port': members[lead]['pg']}
+    start_member('dr1', scope=DR_SCOPE, dcs=dcs)
+    dr = members['dr1']
+
+    def role():
+        try:
+            with urllib.request.urlopen(f'http://127.0.0.1:{dr["api"]}/patroni', timeout=3) as r:
+                return json.load(r).get('role')
+        except OSError:
+            return None
+    wait_for('the standby cluster\'s leader', lambda: role() == 'standby_leader')
+    c = member_conn(lead)
+    [(lsn,)] = query(c, 'SELECT pg_current_wal_lsn()')
+    c.close()
+
+    def caught_up():
+        c = member_conn('dr1')
+        try:
+            return query(c, 'SELECT pg_last_wal_replay_lsn() >= %s', (lsn,))[0][0]
+        finally:
+            c.close()
+    wait_for('the standby cluster to replay the primary\'s WAL', caught_up)
+    c = member_conn('dr1')
+    [(w, reason)] = query(c, "SELECT current_setting('snowflake.worker_id'), reason FROM snowflake.snowflake_status")
+    c.close()
+    assert (w, reason) == ('9', None), f'the standby cluster: worker id {w}, {reason}'
+    run(['patronictl', '-c', dr['conf'], 'edit-config', DR_SCOPE, '--force', '-s', 'standby_cluster=null'])
+    wait_for('the standby cluster promoted', lambda: role() in ('master', 'primary'))
+    c = member_conn('dr1')
+    got = wait_for('the promoted standby cluster out of recovery',
+                   lambda: not query(c, 'SELECT pg_is_in_recovery()')[0][0] and outcome(c))
+    assert got[0] == 'generated', f'the promoted standby cluster: {got}'
+    ids = [query(c, 'INSERT INTO events (client) VALUES (-1) RETURNING id')[0][0] for _ in range(200)]
+    c.close()
+    assert ids == sorted(ids) and len(set(ids)) == 200, 'its IDs out of order'
+    assert {worker_of(i) for i in ids} == {9}, f'worker ids {sorted({worker_of(i) for i in ids})}'
+    assert not set(ids) & {a.id for a in load.acks}, 'IDs of both clusters'
+    # the cluster it followed generates on, unaffected
+    load.wait_acks(f'by {leader()} beside the promoted standby cluster', 200, on(leader()))
+
+
 t0 = time.monotonic()
 try:
     params = DCS['postgresql']['parameters']
@@ -245,6 +297,7 @@ try:
     step('a member re-initialised (patronictl reinit), then made primary', reinit)
     step('pause, the primary restarted by hand, resume', pause_resume)
     step('the worker id changed through the dynamic configuration, then a switchover', worker_change)
+    step('a standby cluster with a worker id of its own, promoted while this one runs on', standby_cluster)
 except Stop:
     pass
 finally:
