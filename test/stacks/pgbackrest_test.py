@@ -66,6 +66,7 @@ def start(name, clock=None):
     procs.datadir(data)
     env = dict(os.environ)
     if clock is not None:
+        assert LIBFAKETIME, 'libfaketime is not installed (Debian package faketime)'
         with open(os.path.join(data, 'postgresql.auto.conf')) as f:
             [cmd] = re.findall(r"^restore_command = '(.*)'$", f.read(), re.M)
         with open(os.path.join(data, 'postgresql.auto.conf'), 'a') as f:

@@ -3,7 +3,8 @@
 # snowflake_nextval(), INSERT ... RETURNING, a block reserved and used
 # inside one transaction, snowflake_currval() inside one transaction, and
 # pgbench's three protocols (prepared statements through session mode
-# only, as PgBouncer 1.18 has them) give unique, correct keys;
+# only: PgBouncer 1.18 has none in transaction mode) give unique, correct
+# keys;
 # snowflake_currval() after an autocommit INSERT is the client's own in
 # session mode, and in transaction mode is whatever the server connection
 # the next statement lands on issued last: another client's ID.
@@ -14,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import traceback
 
 from common import PGBIN, Procs, connect, finish, free_port, ok, query, run, wait_for
 
@@ -99,8 +101,7 @@ def check(name, fn):
     try:
         fn()
         ok(True, name)
-    except Exception as e:
-        import traceback
+    except Exception:
         ok(False, name, traceback.format_exc())
 
 
@@ -185,17 +186,19 @@ def currval_transaction():
 
 
 def pgbench():
-    for db, protocol in (('transaction', 'simple'), ('transaction', 'extended'), ('session', 'prepared')):
-        script = os.path.join(WORK, f'{protocol}.sql')
+    runs = [('session', 'simple'), ('session', 'extended'), ('session', 'prepared'),
+            ('transaction', 'simple'), ('transaction', 'extended')]
+    for db, protocol in runs:
+        mode = f'pgbench {db} {protocol}'
+        script = os.path.join(WORK, f'{db}-{protocol}.sql')
         with open(script, 'w') as f:
-            f.write(f"INSERT INTO events (client, mode) VALUES (:client_id, 'pgbench {protocol}');\n")
+            f.write(f"INSERT INTO events (client, mode) VALUES (:client_id, '{mode}');\n")
         r = subprocess.run([f'{PGBIN}/pgbench', '-h', '127.0.0.1', '-p', str(PORT), '-U', 'postgres', '-n',
                             '-f', script, '-c', '4', '-j', '2', '-t', '250', '-M', protocol, db],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert r.returncode == 0, r.stdout
-        [(n, distinct)] = direct('SELECT count(*), count(DISTINCT id) FROM events WHERE mode = %s',
-                                 (f'pgbench {protocol}',))
-        assert n == distinct == 1000, f'{protocol}: {n} rows, {distinct} keys'
+        [(n, distinct)] = direct('SELECT count(*), count(DISTINCT id) FROM events WHERE mode = %s', (mode,))
+        assert n == distinct == 1000, f'{mode}: {n} rows, {distinct} keys'
 
 
 try:
@@ -211,7 +214,7 @@ try:
     check('session mode: snowflake_currval() after an autocommit INSERT is the client\'s own', currval_session)
     check('transaction mode: snowflake_currval() after an autocommit INSERT is another client\'s',
           currval_transaction)
-    check('pgbench: simple and extended through transaction mode, prepared through session mode', pgbench)
+    check('pgbench: simple, extended and prepared through session mode, simple and extended through transaction mode', pgbench)
     [(n, distinct)] = direct('SELECT count(*), count(DISTINCT id) FROM events')
     ok(n == distinct and n > 0, f'{n} rows, every key unique')
 except Exception as e:

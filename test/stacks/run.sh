@@ -17,7 +17,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 PARTS=${*:-patroni pgbackrest pgbouncer}
-install_quiet patroni etcd-server python3-psycopg2 python3-yaml pgbackrest pgbouncer
+install_quiet patroni etcd-server python3-psycopg2 python3-yaml pgbackrest pgbouncer faketime
 [ -z "${SUITE_HOST_ROOT:-}" ] || build_install
 
 t0=$(date +%s)
