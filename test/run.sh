@@ -156,14 +156,19 @@ lane() {
 	while :; do
 		n=$(flock "$RUN/queue" sh -c 'n=$(cat "$1"); echo $((n + 1)) >"$1"; echo "$n"' sh "$RUN/queue")
 		[ "$n" -lt ${#jobs[@]} ] || return 0
-		echo "== PostgreSQL ${jobs[$n]}: started at $(date +%T)"
-		run_job "${jobs[$n]}" >"$RUN/${jobs[$n]}.log" 2>&1 </dev/null
-		# each job's output whole, one at a time
-		flock "$RUN/print" cat "$RUN/${jobs[$n]}.log"
+		if [ "$lanes_n" -eq 1 ]; then
+			run_job "${jobs[$n]}" </dev/null 2>&1 | tee "$RUN/${jobs[$n]}.log"
+		else
+			echo "== PostgreSQL ${jobs[$n]}: started at $(date +%T)"
+			run_job "${jobs[$n]}" >"$RUN/${jobs[$n]}.log" 2>&1 </dev/null
+			# each job's output whole, one at a time
+			flock "$RUN/print" cat "$RUN/${jobs[$n]}.log"
+		fi
 	done
 }
 lanes=()
-for ((i = 0; i < JOBS; i++)); do
+lanes_n=$((JOBS < ${#jobs[@]} ? JOBS : ${#jobs[@]}))
+for ((i = 0; i < lanes_n; i++)); do
 	lane &
 	lanes+=($!)
 done
