@@ -3,7 +3,8 @@
 # (taken from there, with shorter times), and snowflake
 # generating under a load of clients (common.Load) through a switchover, a
 # failover (the primary's machine killed: Patroni and every server process
-# at once; the old primary comes back through pg_rewind), a member
+# at once; the old primary comes back through pg_rewind and is switched
+# back to), a member
 # re-initialised (patronictl reinit) and then made primary, a pause with
 # the primary restarted by hand and a resume, and a worker-id change
 # through Patroni's dynamic configuration (patronictl edit-config -p)
@@ -180,10 +181,11 @@ def failover():
     now = wait_for('another member to lead', lambda: (lambda n: n if n not in (None, was) else None)(leader()))
     log(f'{now} leads')
     load.wait_acks(f'by {now}', 200, on(now))
-    # the old primary comes back: Patroni rewinds it and follows the new one
+    # the old primary comes back: Patroni rewinds it and follows the new
+    # one; then it is made primary again
     start_member(was)
     wait_for(f'{was} back as a replica', healthy)
-    load.wait_acks(f'by {now} with {was} back', 100, on(now))
+    switchover(was)
 
 
 def reinit():
@@ -293,7 +295,8 @@ try:
        "docs/stacks.md's dynamic configuration: the library preloaded, worker id 7", params)
     step('a cluster of three members on etcd, snowflake generating on the primary', bootstrap)
     step('a switchover, under load', switchover, 'pg2')
-    step('a failover: the primary killed, another one promoted; the old one rewound and back', failover)
+    step('a failover: the primary killed, another one promoted; the old one rewound, back, and primary again',
+         failover)
     step('a member re-initialised (patronictl reinit), then made primary', reinit)
     step('pause, the primary restarted by hand, resume', pause_resume)
     step('the worker id changed through the dynamic configuration, then a switchover', worker_change)
