@@ -1,17 +1,20 @@
 # pgBackRest with a real repository (posix, on local disk), set up as
 # docs/stacks.md's "pgBackRest" says: a node (worker id 7) that archives
 # into it, a full and an incremental backup, a standby restored from the
-# repository (--type=standby) that streams from the node, and then the node
-# lost and replaced, one node after another, each lost in turn: the
-# standby promoted (it generates with no step), and restores to a time, to
-# a named restore point, to the end of a backup (--type=immediate), and to
-# the end of the archive, which lacks the node's last segment, with
+# repository (--type=standby) that streams from the node as its synchronous
+# standby, and then the node lost (stopped at once, its last segment not
+# archived) and replaced, one node after another, each lost in turn: the
+# standby promoted (it generates with no step), and restores to a time (on
+# a host whose clock is 150 s behind), to a named restore point, to the end
+# of a backup (--type=immediate), and to the end of the archive with
 # --delta over the data directory of the restore before.  Each restore
 # holds back (55S01, recovery_signal); a confirmation without a floor, or
 # with a stop time before the last ID it knows of, is refused (22004,
 # 22023); confirmed with the time the node it replaces stopped, it
-# generates, and no ID it issues is at or below one any node issued
-# before.  Each restore holds the rows up to its target and none after.
+# generates (the one whose clock is behind once max_run_ahead_ms is
+# raised, as its refusal's hint says), and no ID it issues is at or below
+# one any node issued before.  Each restore holds the rows up to its
+# target and none after.
 #
 # python3 pgbackrest_test.py WORKDIR (as the postgres account; PGBIN names
 # PostgreSQL's programs).  Prints TAP (common.py).
@@ -46,7 +49,7 @@ pg1-socket-path={WORK}/a
 ''')
 
 issued = []          # every ID acknowledged, by every node
-nodes = {}
+noted = {}          # the backup, the time and the stop time the steps note
 
 
 def pgbackrest(*args):
@@ -150,7 +153,7 @@ def backups():
     info = pgbackrest('info')
     labels = re.findall(r'^\s*(?:full|incr) backup: (\S+)', info, re.M)
     assert len(labels) == 2 and labels[1].endswith('I'), info
-    nodes['incr'] = labels[1]
+    noted['incr'] = labels[1]
 
 
 def standby():
@@ -173,7 +176,7 @@ def standby():
 def history():
     generate('a', 'before time')
     c = conn('a')
-    [(nodes['time'],)] = query(c, 'SELECT now()::text')
+    [(noted['time'],)] = query(c, 'SELECT now()::text')
     c.close()
     generate('a', 'before point')
     c = conn('a')
@@ -184,8 +187,8 @@ def history():
     # the node's last IDs: in its WAL, streamed to the standby, never
     # archived, as the node dies
     generate('a', 'last')
-    nodes['stopped'] = stop('a', 'immediate')
-    log(f'the node stopped at {nodes["stopped"]}, its last ID {max(issued)}')
+    noted['stopped'] = stop('a', 'immediate')
+    log(f'the node stopped at {noted["stopped"]}, its last ID {max(issued)}')
 
 
 def promote_standby():
@@ -198,7 +201,7 @@ def promote_standby():
     issued.append(got[1][0][0])
     ids = generate('e', 'after e')
     assert min(ids) > top, f'the promoted standby issued {min(ids)}, at or below {top}'
-    nodes['stopped'] = stop('e')
+    noted['stopped'] = stop('e')
 
 
 def restored(name, want, *args, delta=False, clock=None):
@@ -221,7 +224,7 @@ def restored(name, want, *args, delta=False, clock=None):
     got = outcome(c, 'SELECT snowflake.snowflake_confirm_node(stopped_at => %s)', ('2000-01-01 00:00+00',))
     assert got[0] == '22023', f'a stop time before what the restore knows: {got}'
     top = max(issued)
-    [(floor,)] = query(c, 'SELECT snowflake.snowflake_confirm_node(stopped_at => %s)', (nodes['stopped'],))
+    [(floor,)] = query(c, 'SELECT snowflake.snowflake_confirm_node(stopped_at => %s)', (noted['stopped'],))
     [(state, reason)] = query(c, 'SELECT state, reason FROM snowflake.snowflake_status')
     assert (state, reason) == ('ready', None), f'confirmed: {state}/{reason}'
     assert floor >= top, f'confirmed above {floor}, below the last ID {top}'
@@ -245,7 +248,7 @@ def restored(name, want, *args, delta=False, clock=None):
     c.close()
     ids = generate(name, f'after {name}')
     assert min(ids) > top, f'{name} issued {min(ids)}, at or below {top}'
-    nodes['stopped'] = stop(name)
+    noted['stopped'] = stop(name)
 
 
 t0 = time.monotonic()
@@ -258,13 +261,13 @@ try:
     step('the standby promoted: generates with no step, above the node\'s IDs', promote_standby)
     step('a restore to a time on a host whose clock is 150 s behind: held back, released by its hints, '
          'above every ID before', restored,
-         'b', ['before full', 'before incr', 'before time'], '--type=time', f'--target={nodes.get("time")}',
+         'b', ['before full', 'before incr', 'before time'], '--type=time', f'--target={noted.get("time")}',
          '--target-action=promote', clock='-150')
     step('a restore to a named restore point: the same', restored,
          'c', ['before full', 'before incr', 'before time', 'before point'], '--type=name',
          '--target=before_upgrade', '--target-action=promote')
     step('a restore to the end of the incremental backup (--type=immediate): the same', restored,
-         'd', ['before full', 'before incr'], '--type=immediate', f'--set={nodes.get("incr")}',
+         'd', ['before full', 'before incr'], '--type=immediate', f'--set={noted.get("incr")}',
          '--target-action=promote')
     step('a restore to the end of the archive, --delta over the last restore: the same', restored,
          'd', ['before full', 'before incr', 'before time', 'before point', 'before switch'], '--delta',
