@@ -219,8 +219,7 @@ def worker_change():
         for n in NAMES:
             c = member_conn(n)
             try:
-                [(w, state, reason)] = query(c, '''SELECT current_setting('snowflake.worker_id'), state, reason
-                    FROM snowflake.snowflake_status''')
+                [(w,)] = query(c, "SELECT current_setting('snowflake.worker_id')")
             finally:
                 c.close()
             if w != '8':
