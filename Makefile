@@ -32,7 +32,7 @@ DATA = sql/snowflake--1.0.sql \
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
-REGRESS = generate block decode range settings markings status layouts zones schemes convert defaults mesh
+REGRESS = generate block decode range settings markings status layouts zones schemes text convert defaults mesh
 REGRESS_OPTS = --inputdir=test
 # pg_isolation_regress specs (test/specs/, output in test/expected/) on such a server
 # that also allows prepared transactions (max_prepared_transactions > 0)
