@@ -7,7 +7,8 @@
 # (test/chroot.sh; 16 built there from ../shared/pg16).  Every version's
 # suite has the benchmark's smoke run; on the host's version also the
 # JavaScript client test, the SQL of README.md and docs/, make demo's SQL,
-# the ORMs and ID libraries (test/orm) and the ShardingSphere layouts
+# the ORMs and ID libraries (test/orm), IDs as text with npm's libraries
+# and each stack's recipe (test/text), and the ShardingSphere layouts
 # against ShardingSphere's algorithm in a JVM.  Says per version how many
 # passed, and ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
@@ -125,6 +126,9 @@ if [ $host = yes ]; then
 	# ORMs and schema tools as docs/orms.md has them, and the ID libraries
 	# of its table.
 	extra "ORMs: TypeORM, Sequelize, Knex, MikroORM, Drizzle, SQLAlchemy with Alembic, Django; ID libraries" orm bash "$SRC/test/orm/run.sh"
+	# IDs as text: npm's base32 and base62 libraries, and docs/text-ids.md's
+	# recipe for each stack.
+	extra "IDs as text: npm's libraries; node-postgres, Kysely, Django, SQLAlchemy with Pydantic, Rails, Go" text bash "$SRC/test/text/run.sh"
 	# The shardingsphere layouts agree with ShardingSphere's algorithm, by
 	# each rule its releases took the epoch by, run in a JVM.
 	extra "ShardingSphere's IDs in a JVM" shardingsphere bash "$SRC/test/shardingsphere/check.sh"
