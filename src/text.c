@@ -537,29 +537,36 @@ text_opaque_key_preloaded(void)
 	preloaded = true;
 }
 
+static pg_hmac_ctx *
+hmac_create(void)
+{
+	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
+
+	if (ctx == NULL)
+		elog(ERROR, "could not create an HMAC-SHA-256 context: out of memory");
+	return ctx;
+}
+
 /*
  * HMAC-SHA-256 of key with label, the prefix and an 8-byte value; its first
  * 8 bytes to out.  The label and the prefix each end in a zero byte, which
- * neither holds, so no two inputs run together.
+ * neither holds, so no two inputs run together.  One context serves the
+ * calls of one ID: making it is most of an HMAC's cost.
  */
 static void
-prf(const char *label, const char *prefix, int plen, const uint8 *value,
-	uint8 *out, int outlen)
+prf(pg_hmac_ctx *ctx, const char *label, const char *prefix, int plen,
+	const uint8 *value, uint8 *out, int outlen)
 {
-	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	const uint8 zero = 0;
 
-	if (ctx == NULL ||
-		pg_hmac_init(ctx, key, key_len) < 0 ||
+	if (pg_hmac_init(ctx, key, key_len) < 0 ||
 		pg_hmac_update(ctx, (const uint8 *) label, strlen(label) + 1) < 0 ||
 		pg_hmac_update(ctx, (const uint8 *) prefix, plen) < 0 ||
 		pg_hmac_update(ctx, &zero, 1) < 0 ||
 		(value && pg_hmac_update(ctx, value, 8) < 0) ||
 		pg_hmac_final(ctx, digest, sizeof(digest)) < 0)
-		elog(ERROR, "could not compute HMAC-SHA-256: %s",
-			 ctx ? pg_hmac_error(ctx) : "out of memory");
-	pg_hmac_free(ctx);
+		elog(ERROR, "could not compute HMAC-SHA-256: %s", pg_hmac_error(ctx));
 	memcpy(out, digest, outlen);
 }
 
@@ -572,12 +579,15 @@ text_show_opaque_key(void)
 {
 	static char buf[64];
 	uint8		fp[4];
+	pg_hmac_ctx *ctx;
 
 	if (key_len == 0)
 		return "";
 	if (CurrentResourceOwner == NULL)
 		return "set";
-	prf("snowflake opaque key fingerprint", "", 0, NULL, fp, sizeof(fp));
+	ctx = hmac_create();
+	prf(ctx, "snowflake opaque key fingerprint", "", 0, NULL, fp, sizeof(fp));
+	pg_hmac_free(ctx);
 	snprintf(buf, sizeof(buf), "set, fingerprint %02x%02x%02x%02x",
 			 fp[0], fp[1], fp[2], fp[3]);
 	return buf;
@@ -638,13 +648,16 @@ snowflake_opaque(PG_FUNCTION_ARGS)
 				lo;
 	char	   *d;
 	text	   *t;
+	pg_hmac_ctx *ctx;
 
 	if (PG_NARGS() > 1)
 		prefix = prefix_arg(PG_GETARG_TEXT_PP(1), &plen);
 	require_key();
 	put_be64((uint64) id, plain);
-	prf("snowflake opaque tag", prefix ? prefix : "", plen, plain, tag, 8);
-	prf("snowflake opaque pad", prefix ? prefix : "", plen, tag, pad, 8);
+	ctx = hmac_create();
+	prf(ctx, "snowflake opaque tag", prefix ? prefix : "", plen, plain, tag, 8);
+	prf(ctx, "snowflake opaque pad", prefix ? prefix : "", plen, tag, pad, 8);
+	pg_hmac_free(ctx);
 	hi = get_be64(tag);
 	lo = (uint64) id ^ get_be64(pad);
 	t = text_result(prefix, plen, OPAQUE_WIDTH, &d);
@@ -689,11 +702,14 @@ snowflake_from_opaque(PG_FUNCTION_ARGS)
 	d = find_digits(&opaque, s, len, prefix, plen);
 	if (read_opaque_digits(s, len, d, &hi, &lo))
 	{
+		pg_hmac_ctx *ctx = hmac_create();
+
 		put_be64(hi, tag);
-		prf("snowflake opaque pad", prefix ? prefix : "", plen, tag, pad, 8);
+		prf(ctx, "snowflake opaque pad", prefix ? prefix : "", plen, tag, pad, 8);
 		id = lo ^ get_be64(pad);
 		put_be64(id, plain);
-		prf("snowflake opaque tag", prefix ? prefix : "", plen, plain, pad, 8);
+		prf(ctx, "snowflake opaque tag", prefix ? prefix : "", plen, plain, pad, 8);
+		pg_hmac_free(ctx);
 		/* compared in constant time: the time of a refusal tells nothing */
 		for (int i = 0; i < 8; i++)
 			diff |= pad[i] ^ tag[i];
