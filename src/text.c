@@ -131,7 +131,8 @@ b62_put5(uint32 v, char *out)
 
 /*
  * Two divisions of 64 bits, then two independent runs of 32-bit ones,
- * which the processor overlaps: a third of the time of eleven divisions.
+ * which the processor overlaps, where eleven 64-bit divisions would each
+ * wait for the one before.
  */
 static inline void
 b62_put(uint64 v, char *out)
