@@ -9,12 +9,13 @@
 # otherwise built from ../shared/pg16; without either it is skipped, and
 # under CI that is a failure).  On the host's version also the extras: the
 # JavaScript client test, the SQL of README.md and docs/, make demo's SQL,
-# the ORMs and ID libraries (test/orm), the ShardingSphere layouts
-# against ShardingSphere's algorithm in a JVM, and the stacks of
-# docs/stacks.md: Patroni on etcd, pgBackRest and PgBouncer (test/stacks)
-# (EXTRAS=no leaves them out).  JOBS versions run at once (2 by default;
-# each one's output is printed whole when it ends).  Says per version how
-# many passed, and ends with one line: "snowflake: N passed, M failed".
+# the ORMs and ID libraries (test/orm), IDs as text with npm's libraries
+# and each stack's recipe (test/text), the ShardingSphere layouts against
+# ShardingSphere's algorithm in a JVM, and the stacks of docs/stacks.md:
+# Patroni on etcd, pgBackRest and PgBouncer (test/stacks) (EXTRAS=no
+# leaves them out).  JOBS versions run at once (2 by default; each one's
+# output is printed whole when it ends).  Says per version how many
+# passed, and ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
 PG_VERSIONS=${PG_VERSIONS:-15 16 17 18 19}
@@ -103,6 +104,9 @@ if [ $host = yes ]; then
 	# ORMs and schema tools as docs/orms.md has them, and the ID libraries
 	# of its table.
 	extra "ORMs: TypeORM, Sequelize, Knex, MikroORM, Drizzle, SQLAlchemy with Alembic, Django, Hibernate, Rails; ID libraries" orm bash "$SRC/test/orm/run.sh"
+	# IDs as text: npm's base32 and base62 libraries, and docs/text-ids.md's
+	# recipe for each stack.
+	extra "IDs as text: npm's libraries; node-postgres, Kysely, Django, SQLAlchemy with Pydantic, Rails, Go" text bash "$SRC/test/text/run.sh"
 	# The shardingsphere layouts agree with ShardingSphere's algorithm, by
 	# each rule its releases took the epoch by, run in a JVM.
 	extra "ShardingSphere's IDs in a JVM" shardingsphere bash "$SRC/test/shardingsphere/check.sh"
