@@ -228,7 +228,7 @@ count() {
 		line=$(grep -E "^extras: [0-9]+ passed, [0-9]+ failed$" "$log" | tail -n 1 || true)
 		[ -n "$line" ] || line="extras: 0 passed, 1 failed"
 		add "$line"
-		summary+=("JavaScript client, the SQL of README and docs/, make demo, ORMs and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: ${line#extras: }")
+		summary+=("Extras on PostgreSQL $PG_MAJOR (JavaScript client, README and docs/ SQL, make demo, ORMs, IDs as text, ShardingSphere in a JVM, Patroni, pgBackRest, PgBouncer): ${line#extras: }")
 		while IFS= read -r line; do
 			summary+=("  ${line#extras: }")
 		done < <(grep -E "^extras: (ran in|their files)" "$log" || true)
