@@ -184,9 +184,10 @@ sub pgbench
 	close $fh;
 	my ($out, $err) = ('', '');
 	my @rate = $rate ? ('-R', $rate) : ();
+	# (the connection string is pgbench's last argument: its -d is --debug,
+	# whose lines fill the pipe and stop pgbench while nobody reads it)
 	my $h = IPC::Run::start(
-		[ 'pgbench', '-n', '-c', $clients, '-j', 1, '-t', $tx, @rate, '-f', $script,
-		  '-d', conn($node) ],
+		[ 'pgbench', '-n', '-c', $clients, '-j', 1, '-t', $tx, @rate, '-f', $script, conn($node) ],
 		'>', \$out, '2>', \$err);
 	return { h => $h, out => \$out, err => \$err, node => $node->name, rows => $clients * $tx };
 }
@@ -199,13 +200,20 @@ sub finished
 	return;
 }
 
-# inserted(NODE, LABEL, N): waits until pgbench has inserted N more rows
-# with node = LABEL on NODE than now: load measured in rows, not seconds
+# loaded(NODE, LABEL): the rows pgbench inserted with node = LABEL on NODE;
+# inserted(NODE, LABEL, N, FROM): waits until there are N more than FROM:
+# load measured in rows, not seconds
+sub loaded
+{
+	my ($node, $label) = @_;
+	return $node->safe_psql('postgres', "SELECT count(*) FROM events WHERE node = $label AND payload = 'load'");
+}
+
 sub inserted
 {
-	my ($node, $label, $more) = @_;
-	my $now = $node->safe_psql('postgres', "SELECT count(*) FROM events WHERE node = $label AND payload = 'load'");
-	$node->poll_query_until('postgres', "SELECT count(*) >= $now + $more FROM events WHERE node = $label AND payload = 'load'")
+	my ($node, $label, $more, $from) = @_;
+	$from //= loaded($node, $label);
+	$node->poll_query_until('postgres', "SELECT count(*) >= $from + $more FROM events WHERE node = $label AND payload = 'load'")
 	  or die "pgbench did not insert $more rows on " . $node->name;
 	return;
 }
@@ -369,10 +377,11 @@ $odd->stop;
 
 # 3. node 4 joins while nodes 1-3 write; then node 3 stops writing and
 # leaves while 1, 2 and 4 write
+my @from = map { loaded($nodes[$_ - 1], $_) } 1 .. 3;
 @runs = (pgbench($nodes[0], 1, 2, 1500, 300), pgbench($nodes[1], 2, 2, 1500, 300),
 	pgbench($nodes[2], 3, 2, 400, 300));
 my $rival = mesh_node('mesh4_rival', 4);
-inserted($nodes[$_ - 1], $_, 50) for 1 .. 3;
+inserted($nodes[$_ - 1], $_, 50, $from[ $_ - 1 ]) for 1 .. 3;
 my ($jout, $jerr) = ('', '');
 my $join = IPC::Run::start([ $^X, $mesh_script, '--timeout', '120', '--name', 'mesh4', 'join',
 		conn($fourth), map { conn($_) } @nodes ], '>', \$jout, '2>', \$jerr);
@@ -455,8 +464,9 @@ SKIP:
 	$standby->poll_query_until('postgres', q{
 		SELECT count(*) = 2 FROM pg_replication_slots WHERE synced AND NOT temporary})
 	  or die 'the standby did not synchronize the mesh\'s slots';
+	my $from = loaded($first, 1);
 	@runs = map { pgbench($nodes[$_->[0]], $_->[1], 2, 1000, 200) } [ 0, 1 ], [ 1, 2 ], [ 2, 4 ];
-	inserted($first, 1, 200);
+	inserted($first, 1, 200, $from);
 	$first->stop('immediate');
 	$runs[0]->{h}->finish;
 	($rc, $out, $err) = mesh('failover', conn($standby), conn($nodes[1]), conn($nodes[2]));

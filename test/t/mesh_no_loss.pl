@@ -70,6 +70,7 @@ my $apart = converged([ @n[ 0 .. 2 ] ], ['events']);
 is($apart, '', 'every node holds the same rows, by content') or diag($apart);
 is($n[0]->safe_psql('postgres', "SELECT count(*) FROM events WHERE node = 3 AND payload LIKE 'load %'"), $accepted,
 	"each of the $accepted writes worker 3 accepted is on every node ($refused refused while it joined)");
+diag(($out =~ /(paused applying the others for [\d.]+ s)/)[0] // 'no pause reported');
 diag(sprintf('join under updates and deletes: %.0f s; %s; rows on each: %s', $took,
 	$counts ? 'update_missing + delete_missing on the new node: ' . missing_conflicts($n[2]) : 'conflicts not counted',
 	join(', ', map { 'worker ' . wid($_) . ' ' . content($_, 'events') } @n[ 0 .. 2 ])));
