@@ -1397,6 +1397,9 @@ BEGIN
 	pub := @extschema@.snowflake_mesh_publication(publication);
 	IF pub IS NULL THEN
 		pub := @extschema@.snowflake_mesh_free_name(NULL, publication);
+		-- the records of a publication that is gone go with it
+		DELETE FROM @extschema@.snowflake_mesh_objects o
+		WHERE o.publication = snowflake_mesh_publish.publication AND o.kind IN ('publication', 'table');
 		EXECUTE format('CREATE PUBLICATION %I FOR TABLE %s WITH (publish = %L, publish_via_partition_root = true)', pub,
 					   concat_ws(', ', list, '@extschema@.snowflake_workers'), 'insert, update, delete');
 		INSERT INTO @extschema@.snowflake_mesh_objects
@@ -2132,11 +2135,13 @@ BEGIN
 		END IF;
 	ELSE
 		SELECT o.rolsuper INTO pub_super FROM pg_roles o WHERE o.oid = pub.pubowner;
-		RETURN QUERY SELECT 'publication', pub.pubname::text,
-			concat_ws(', ', CASE WHEN pub.pubinsert THEN 'insert' END, CASE WHEN pub.pubupdate THEN 'update' END,
-					  CASE WHEN pub.pubdelete THEN 'delete' END, CASE WHEN pub.pubtruncate THEN 'truncate' END),
-			NULL::text, me, NULL::text[];
-		IF NOT pub_super THEN
+		-- given to another role, it is no longer the mesh's: not shown as one
+		IF pub_super THEN
+			RETURN QUERY SELECT 'publication', pub.pubname::text,
+				concat_ws(', ', CASE WHEN pub.pubinsert THEN 'insert' END, CASE WHEN pub.pubupdate THEN 'update' END,
+						  CASE WHEN pub.pubdelete THEN 'delete' END, CASE WHEN pub.pubtruncate THEN 'truncate' END),
+				NULL::text, me, NULL::text[];
+		ELSE
 			RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
 				format('is owned by role %s, not a superuser: it is not the mesh''s', pub.pubowner::regrole), 'shape', me, NULL::text[];
 		END IF;
