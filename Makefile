@@ -20,7 +20,7 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o src/node.o
+	src/identity.o src/node.o src/text.o
 # The current version's full install script is built from sql/snowflake.sql
 # (its one source), and so is the update script from the last release,
 # from its template (sql/compose.pl); the scripts and control files of
@@ -38,7 +38,7 @@ DATA = released/snowflake--1.0.sql released/snowflake--1.0--1.1.sql \
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
-REGRESS = generate block decode range settings markings status layouts zones schemes convert defaults mesh
+REGRESS = generate block decode range settings markings status layouts zones schemes text convert defaults mesh
 REGRESS_OPTS = --inputdir=test
 # pg_isolation_regress specs (test/specs/, output in test/expected/) on such a server
 # that also allows prepared transactions (max_prepared_transactions > 0)
@@ -60,7 +60,7 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/state.h src/wal.h \
-	src/identity.h src/node.h
+	src/identity.h src/node.h src/text.h
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	@mkdir -p sql

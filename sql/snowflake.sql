@@ -313,6 +313,149 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION snowflake_deobfuscate(bigint, bigint) IS
 'inverse of snowflake_obfuscate() with the same key';
 
+-- @begin text_forms
+--
+-- IDs as text (text.c), for APIs and browsers that cannot hold a 64-bit
+-- number.  Base32 (Crockford's digits, 13 of them, written in lower case,
+-- read in either case) and base62 (11 digits, 0-9A-Za-z): numbers of fixed
+-- width that sort as the IDs do, both ways, with an optional type prefix
+-- ('' for none).  The variants without a layout take every ID of every
+-- layout, 1 to 2^63-1; those that name one refuse what it cannot hold.
+-- Nothing but their arguments decides their answer: IMMUTABLE, fit for
+-- generated columns and indexes.
+--
+CREATE FUNCTION snowflake_base32(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base32(bigint) IS
+'an ID as 13 Crockford base32 digits, lower case, sorting as the IDs do';
+
+CREATE FUNCTION snowflake_base32(id bigint, prefix text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base32(bigint, text) IS
+'an ID as prefix_ and 13 Crockford base32 digits (a prefix of lower-case letters and underscores, as TypeID has it; '''' for none)';
+
+CREATE FUNCTION snowflake_base32(id bigint, prefix text, layout text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base32(bigint, text, text) IS
+'an ID of the named layout as prefix_ and 13 Crockford base32 digits; an ID beyond the layout is refused';
+
+CREATE FUNCTION snowflake_from_base32(id_text text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base32(text) IS
+'the ID that 13 Crockford base32 digits without a prefix stand for (either case; I and L read as 1, O as 0)';
+
+CREATE FUNCTION snowflake_from_base32(id_text text, prefix text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base32(text, text) IS
+'the ID of a base32 text form that has exactly that prefix ('''' for none)';
+
+CREATE FUNCTION snowflake_from_base32(id_text text, prefix text, layout text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base32(text, text, text) IS
+'the ID of a base32 text form with that prefix, refused beyond the named layout';
+
+CREATE FUNCTION snowflake_base62(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base62(bigint) IS
+'an ID as 11 base62 digits (0-9A-Za-z), sorting as the IDs do under COLLATE "C"';
+
+CREATE FUNCTION snowflake_base62(id bigint, prefix text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base62(bigint, text) IS
+'an ID as prefix_ and 11 base62 digits ('''' for no prefix)';
+
+CREATE FUNCTION snowflake_base62(id bigint, prefix text, layout text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base62(bigint, text, text) IS
+'an ID of the named layout as prefix_ and 11 base62 digits; an ID beyond the layout is refused';
+
+CREATE FUNCTION snowflake_from_base62(id_text text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base62(text) IS
+'the ID that 11 base62 digits without a prefix stand for';
+
+CREATE FUNCTION snowflake_from_base62(id_text text, prefix text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base62(text, text) IS
+'the ID of a base62 text form that has exactly that prefix ('''' for none)';
+
+CREATE FUNCTION snowflake_from_base62(id_text text, prefix text, layout text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base62(text, text, text) IS
+'the ID of a base62 text form with that prefix, refused beyond the named layout';
+
+-- The opaque form: the key is snowflake.opaque_key, a setting that a
+-- reload changes, so these are STABLE, and fit no index or generated
+-- column; a query reads a public ID back to its key instead.
+CREATE FUNCTION snowflake_opaque(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_opaque(bigint) IS
+'an ID encrypted under snowflake.opaque_key, authenticated, as 26 base32 digits that show neither its time nor its order';
+
+CREATE FUNCTION snowflake_opaque(id bigint, prefix text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_opaque(bigint, text) IS
+'an ID encrypted under snowflake.opaque_key and bound to the prefix, as prefix_ and 26 base32 digits';
+
+CREATE FUNCTION snowflake_from_opaque(id_text text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_opaque(text) IS
+'the ID of an opaque form made with this server''s key and no prefix; anything else is refused';
+
+CREATE FUNCTION snowflake_from_opaque(id_text text, prefix text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_opaque(text, text) IS
+'the ID of an opaque form made with this server''s key and that prefix; anything else is refused';
+-- @end text_forms
+
 --
 -- The worker id registry.  Each node claims its worker id here, with its
 -- system identifier; publish this table with the data.  A second system

@@ -13,7 +13,8 @@
  * generator of the node until the configuration is fixed, and an unset
  * worker id (the default) does the same until one is set.
  *
- * This file knows layouts (layout.h) and nothing else of the extension's.
+ * This file knows layouts (layout.h) and the opaque key's hooks (text.h),
+ * nothing else of the extension's.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +29,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "settings.h"
+#include "text.h"
 
 int			snowflake_worker_id = WORKER_ID_UNSET;
 int			snowflake_max_clock_backward_ms = 10;
@@ -69,6 +71,7 @@ static const char *const setting_names[] = {
 	"snowflake.worker_id",
 	"snowflake.max_clock_backward_ms",
 	"snowflake.max_run_ahead_ms",
+	"snowflake.opaque_key",
 };
 
 static void
@@ -332,6 +335,21 @@ define_runtime_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * Only in the configuration files (SIGHUP: no SET, no ALTER ROLE or
+	 * DATABASE SET, whose values every role can read in the catalogs), and
+	 * shown to no one: SHOW gives a fingerprint (text.c).
+	 */
+	DefineCustomStringVariable("snowflake.opaque_key",
+							   "Key of the opaque text form of IDs (snowflake_opaque()): 32 to 128 hexadecimal digits.",
+							   "Set it in postgresql.conf; SHOW gives only its fingerprint.",
+							   &text_opaque_key_setting,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   text_check_opaque_key, text_assign_opaque_key,
+							   text_show_opaque_key);
 }
 
 /*
@@ -433,17 +451,24 @@ settings_define(bool preloaded)
 
 	define_start_settings();
 	define_runtime_settings();
+	text_opaque_key_preloaded();
 	find_unknown_names();
 	MarkGUCPrefixReserved("snowflake");
 
 	for (int i = 0; i < (int) lengthof(setting_names); i++)
 	{
+		bool		rejected;
+
 		if (given[i] == NULL)
 			continue;
 		/* with changeVal false, 0 means invalid and -1 valid */
-		if (set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
-							  PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
-							  false) == 0)
+		rejected = set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
+									 PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
+									 false) == 0;
+		/* a bad key disables only the opaque form, and is never echoed */
+		if (rejected && strcmp(setting_names[i], "snowflake.opaque_key") == 0)
+			text_opaque_key_rejected();
+		else if (rejected)
 			rejected_at_start(setting_names[i], given[i]);
 		pfree(given[i]);
 	}
