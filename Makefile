@@ -11,6 +11,8 @@
 #   make deb        build the Debian package, install it, test it
 #   make torture    the random fault-history checker: SEEDS=N histories (100),
 #                   STEPS, FIRST_SEED, FORCE=<kinds> to replay one
+#   make torture-mesh  the mesh's random histories on new seeds, in the chroot of
+#                   PG_MAJOR (17): SEEDS=N (10) from FIRST_SEED (1), STEPS
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
@@ -74,7 +76,7 @@ $(OBJS): | objdir
 objdir:
 	@mkdir -p src
 
-.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture installcheck-requirements
+.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture torture-mesh installcheck-requirements
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -105,6 +107,11 @@ deb:
 torture:
 	PG_MAJOR=$(PG_MAJOR) SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) \
 		$(if $(FORCE),FORCE=$(FORCE)) bash test/torture.sh
+
+# (PostgreSQL 17 unless PG_MAJOR is given)
+torture-mesh:
+	PG_MAJOR=$(if $(filter command line environment,$(origin PG_MAJOR)),$(PG_MAJOR),17) \
+		SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) bash test/torture-mesh.sh
 
 # make installcheck runs against a server of your own: say what it needs
 # before a page of diffs does

@@ -23,7 +23,7 @@ as_pg() {
 
 install_deps() {
 	local pkgs=(make gcc "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
-		libipc-run-perl faketime "$@")
+		libipc-run-perl faketime libdbd-pg-perl locales "$@")
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
@@ -72,6 +72,21 @@ install_quiet() {
 			--no-install-recommends "${missing[@]}" >/dev/null || rc=$?
 	[ ${#made[@]} -eq 0 ] || as_root rm -f "${made[@]}"
 	return $rc
+}
+
+# need_locale NAME: the locale NAME (such as de_DE.UTF-8), generated if
+# the system lacks it; the mesh's tests run servers that speak German.
+# Without the package locales it says so, and the tests that need the
+# locale skip.
+need_locale() {
+	local name=$1 lang=${1%%.*}
+	locale -a 2>/dev/null | grep -qix "$lang.utf-\?8" && return 0
+	if [ ! -f "/usr/share/i18n/locales/$lang" ]; then
+		echo "locale $name: cannot be generated without the package locales"
+		return 0
+	fi
+	as_root localedef -i "$lang" -c -f UTF-8 "$name" ||
+		echo "locale $name: localedef failed"
 }
 
 build_install() {

@@ -136,6 +136,7 @@ fi
 # TESTDIR.
 if part tap; then
 	say "PostgreSQL $PG_MAJOR: TAP tests"
+	need_locale de_DE.UTF-8
 	T=$B/test
 	tap_out=$WORK/tap.out
 	rc=0
