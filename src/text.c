@@ -284,8 +284,9 @@ find_digits(const TextForm *f, const char *s, int len,
 		d += plen + 1;
 		n -= plen + 1;
 	}
-	else
+	else if (len != f->width)
 	{
+		/* a prefix makes the string longer: looked for only then */
 		int			last = len - 1;
 
 		while (last >= 0 && s[last] != '_')
