@@ -2378,7 +2378,7 @@ BEGIN
 		SELECT s.oid, s.subname, s.subenabled, o.from_worker, s.subpublications, s.subslotname,
 			   s.subowner::regrole::text AS owner, ow.rolsuper,
 			   coalesce(to_jsonb(s) ->> 'suborigin', 'any') AS origin,
-			   coalesce(to_jsonb(s) ->> 'subskiplsn', '0/0') AS skiplsn,
+			   coalesce((to_jsonb(s) ->> 'subskiplsn')::pg_lsn, '0/0'::pg_lsn) AS skiplsn,
 			   EXISTS (SELECT FROM pg_stat_subscription st
 					   WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL) AS running,
 			   (SELECT count(*) FROM pg_subscription_rel sr WHERE sr.srsubid = s.oid AND sr.srsubstate <> 'r') AS syncing,
@@ -2443,7 +2443,7 @@ BEGIN
 				format('takes the changes of every origin (origin = %s), so rows come twice; ALTER SUBSCRIPTION %I SET (origin = none)', r.origin, r.subname),
 				'shape', r.from_worker, NULL::text[];
 		END IF;
-		IF r.skiplsn <> '0/0' THEN
+		IF r.skiplsn <> '0/0'::pg_lsn THEN
 			RETURN QUERY SELECT 'fault', r.subname::text,
 				format('is set to skip the transaction that ends at %s (ALTER SUBSCRIPTION ... SKIP): its changes would be lost', r.skiplsn),
 				'shape', r.from_worker, NULL::text[];

@@ -102,9 +102,16 @@ for my $lm (@layouts)
 }
 
 # The order in a database whose default collation is not C: ICU's root
-# collation, where the server has ICU (a build without it has no such
-# collation to offer, and the check is skipped there).
-my $icu = $node->safe_psql('postgres', q{SELECT count(*) FROM pg_collation WHERE collprovider = 'i'});
+# collation, where the server has ICU (a build without it refuses such a
+# database with 0A000, and the checks are skipped there; pg_collation lists
+# ICU's "unicode" even there, so it cannot tell).
+my ($out, $err) = ('', '');
+$node->psql('postgres', qq{\\set VERBOSITY sqlstate
+	CREATE DATABASE icu_probe TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'und'},
+	stdout => \$out, stderr => \$err);
+my $icu = $err eq '' ? 1 : 0;
+$err =~ /\b0A000\b/ or $icu or die "a database collated by ICU could not be created: $err";
+$node->safe_psql('postgres', 'DROP DATABASE icu_probe') if $icu;
 
 # icu_database(NAME, ICU_LOCALE): a database that collates so by default,
 # with the extension and rnd_id(m), a random value in [1, m]
