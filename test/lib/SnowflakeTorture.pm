@@ -1505,17 +1505,22 @@ sub worker_retired
 		  if defined((one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()',
 				no_ids => 1))[0]);
 	}
-	# the standby says so, having replayed it
+	# the standby says so, having replayed it; one whose own setting was
+	# rejected at its start says that first (the first state that holds),
+	# as its calls do: it has no worker id of its own in force that its
+	# primary could have given up
 	catch_up($node, $sb);
+	my $want = settings_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad}) ?
+	  'disabled/settings_rejected' : 'held_claimed/worker_retired';
 	my $shown = '';
 	for (1 .. 100)
 	{
 		(undef, $shown) = try_sql($sb, "SELECT state || '/' || coalesce(reason, '') FROM snowflake_status", 10);
-		last if $shown eq 'held_claimed/worker_retired';
+		last if $shown eq $want;
 		select(undef, undef, undef, 0.1);
 	}
-	violation($h, "worker-id change: the standby that replayed it shows '$shown', not held_claimed/worker_retired")
-	  unless $shown eq 'held_claimed/worker_retired';
+	violation($h, "worker-id change: the standby that replayed it shows '$shown', not $want")
+	  unless $shown eq $want;
 	# failover: the promoted standby refuses, and its hint's step is taken
 	# (standby_op)
 	standby_op($h, $node, 'promote');
