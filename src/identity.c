@@ -131,7 +131,7 @@ follows_primary(void)
 static int
 configured_worker(void)
 {
-	return (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+	return node_configured_worker();
 }
 
 /* Did another system claim this worker id? */
@@ -449,15 +449,15 @@ identity_start(void)
 	uint64		sysid = system_identifier();
 	uint64		inode = directory_inode();
 
-	pg_atomic_init_u32(&n->configured, (uint32) snowflake_worker_id);
+	pg_atomic_init_u32(&n->configured, (uint32) (settings_worker_rejected() ?
+												 WORKER_ID_REJECTED : snowflake_worker_id));
 	if (!standby && (exists("recovery.signal") || exists("standby.signal")))
 		signal = REASON_RECOVERY_SIGNAL;
 	else if (!standby && exists("backup_label"))
 		signal = REASON_BACKUP_LABEL;
 
 	read_record(r, &found, &n->state_writes, &n->identity_writes, true);
-	if (settings_problem() != NULL)
-		n->disabled = REASON_SETTINGS_REJECTED;
+	n->disabled = node_settings_reason();
 	if (IsBinaryUpgrade)
 	{
 		/*
@@ -531,12 +531,11 @@ identity_started(void)
 							 sizeof(NodeRecord) - NODE_PART) != 0) ?
 					 SAVE_BOTH : SAVE_IDENTITY, WARNING);
 	identity_publish();
-	if (node_state(&r) != NODE_READY && node_reason_state(r) != NODE_READY &&
-		r != REASON_SETTINGS_REJECTED)
+	if (node_state(&r) != NODE_READY && r != REASON_NONE)
 		ereport(WARNING,
 				(errmsg("snowflake generates no IDs on this server: %s (%s)",
 						node_state_name(node_reason_state(r)), node_reason_name(r)),
-				 errhint("Call snowflake.snowflake_nextval() to see the remedy.")));
+				 errhint("Call snowflake.snowflake_nextval() to see the remedy, or read snowflake.snowflake_status.")));
 }
 
 /*
@@ -656,28 +655,31 @@ identity_replay(const void *data, Size len)
 }
 
 /*
- * Refuse if the node is held back; called on the generator's cold path
- * when no worker id is published.  A worker id configured since (a copy
- * given its own, say) is applied first, so the first call sees it.
+ * The node's verdict for a call of this process (node_verdict()), with the
+ * worker id configured since the record last applied one applied: for
+ * good (settle: made durable, logged, published; a call's cold path, so
+ * that the first call after a reload sees it), or on a copy (the status
+ * view, which writes nothing).  Either way the same verdict, of the checks
+ * before upto (node.c).
  */
-void
-identity_require_ok(void)
+NodeReason
+identity_verdict(bool settle_now, NodeCheck upto)
 {
-	NodeReason	r;
-	NodeState	s;
+	NodeRecord	r;
+	NodeReason	v;
+	bool		primary = !RecoveryInProgress() && !IsParallelWorker();
 
-	if (node_shared->disabled != REASON_NONE)
-		node_refuse(node_shared->disabled, NULL);
-	settle_locked(!RecoveryInProgress() && !IsParallelWorker());
+	if (node_shared == NULL)
+		return REASON_NOT_PRELOADED;
+	if (settle_now && node_shared->disabled == REASON_NONE && IsUnderPostmaster)
+		settle_locked(primary);
 	LWLockAcquire(node_shared->lock, LW_SHARED);
-	s = node_state(&r);
+	r = node_shared->rec;
+	if (!settle_now && node_shared->disabled == REASON_NONE)
+		apply_worker(&r, configured_worker(), primary);
+	v = node_verdict_before(&r, upto);
 	LWLockRelease(node_shared->lock);
-	if (s == NODE_READY || s == NODE_STARTING || s == NODE_BROKEN)
-		return;
-	/* a copy run with no worker id: the caller says that first */
-	if (s == NODE_HELD_COPY && configured_worker() == WORKER_ID_UNSET)
-		return;
-	node_refuse_state(r);
+	return v;
 }
 
 /*

@@ -249,12 +249,7 @@ mark_shmem_init(void)
 		pg_atomic_init_u64(&s->slots[i].c.refused, 0);
 	}
 
-	if (node_shared->disabled == REASON_SETTINGS_REJECTED)
-		ereport(WARNING,
-				(errmsg("snowflake cannot generate IDs: %s", settings_problem()),
-				 errdetail("Every snowflake generator of this server refuses until the configuration is fixed and the server restarted; the reservations it replays are kept in \"%s\".",
-						   SNOWFLAKE_STATE_FILE)));
-	else if (usable())
+	if (usable())
 	{
 		bool		crc_ok = false;
 		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
@@ -275,7 +270,13 @@ mark_shmem_init(void)
 		s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 		if (trusted())
 			set_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), &node_shared->rec);
-		if (snowflake_worker_id == WORKER_ID_UNSET)
+		if (settings_worker_rejected())
+			ereport(WARNING,
+					(errmsg("snowflake.worker_id = '%s' was rejected: this server generates no snowflake IDs",
+							settings_worker_rejected()),
+					 errhint("Set snowflake.worker_id in postgresql.conf to a worker id from 0 to " INT64_FORMAT " and reload.",
+							 layout_max_worker(l))));
+		else if (snowflake_worker_id == WORKER_ID_UNSET)
 			ereport(WARNING,
 					(errmsg("snowflake.worker_id is not set: this server generates no snowflake IDs"),
 					 errhint("Give every node a worker id of its own in postgresql.conf and reload.")));
@@ -372,12 +373,27 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 	LWLockRelease(node_shared->lock);
 }
 
-/* Refuse for why the mark cannot be trusted. */
+/* Refuse for why the mark cannot be trusted: the node's verdict. */
 static void
 refuse_mark(void)
 {
-	node_refuse_state(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
-					  REASON_STATE_UNREADABLE : node_shared->mark_trouble);
+	NodeReason	r;
+
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	r = node_verdict(&node_shared->rec);
+	LWLockRelease(node_shared->lock);
+	node_refuse_state(r);
+}
+
+/* What the keeper could not do for the calls, or REASON_NONE once it did. */
+static void
+keeper_trouble(NodeReason r)
+{
+	if (node_shared->keeper_trouble == r)
+		return;
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	node_shared->keeper_trouble = r;
+	LWLockRelease(node_shared->lock);
 }
 
 /*
@@ -413,8 +429,10 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 		if (clock_monotonic_us() > deadline)
 		{
 			ConditionVariableCancelSleep();
-			node_refuse(snowflake_shared->origin_failed ?
-						REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE, NULL);
+			/* until the keeper renews, the status view says so */
+			keeper_trouble(snowflake_shared->origin_failed ?
+						   REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE);
+			refuse_mark();
 		}
 		if (snowflake_shared->keeper_latch)
 			SetLatch(snowflake_shared->keeper_latch);
@@ -495,6 +513,7 @@ mark_keeper_start(bool legacy_failed)
 	if (trusted() && snowflake_shared->legacy_state == LEGACY_UNKNOWN)
 	{
 		snowflake_shared->origin_failed = legacy_failed;
+		keeper_trouble(legacy_failed ? REASON_KEEPER_ORIGIN : REASON_NONE);
 		return;
 	}
 
@@ -513,6 +532,7 @@ mark_keeper_start(bool legacy_failed)
 		{
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
+			node_shared->keeper_trouble = REASON_NONE;
 		}
 		else
 			node_shared->floor_pending = true;
@@ -539,6 +559,11 @@ mark_keep_ahead(void)
 
 	if (!trusted() || node_shared->floor_pending)
 		return;
+	/* a reservation covers every ID asked for: calls get theirs again */
+	if (node_shared->keeper_trouble == REASON_KEEPER_LATE &&
+		pg_atomic_read_u64(&snowflake_shared->reserved) >=
+		pg_atomic_read_u64(&snowflake_shared->requested))
+		keeper_trouble(REASON_NONE);
 	w = window_ticks(l);
 	if (snowflake_shared->legacy_state == LEGACY_PRESENT)
 	{
@@ -575,6 +600,7 @@ mark_keep_ahead(void)
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 			pg_atomic_write_u64(&snowflake_shared->extend_at,
 								(uint64) tick_ceiling(l, tick + w / 2));
+			node_shared->keeper_trouble = REASON_NONE;
 		}
 	}
 	LWLockRelease(node_shared->lock);

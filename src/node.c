@@ -62,6 +62,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/shmem.h"
 
@@ -102,6 +103,7 @@ typedef struct ReasonRow
 #define TICK_DETAIL "The next tick begins at %s, %s ms from now; a call waits at most 1000 ms for the clock."
 #define TICK_HINT	"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits."
 #define KEEPER_MSG	"snowflake reservation was not renewed within 5000 ms"
+#define SETTINGS_HINT "Fix it in postgresql.conf (the server log says why it was rejected) and restart the server."
 
 static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_NONE] = {NODE_READY},
@@ -144,55 +146,83 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4'), LAYOUT_MSG,
 		"The highest ID the node may have issued, %s, is beyond the largest ID of layout \"%s\".",
 		"Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID."},
-	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake setting \"%s\" was rejected at server start",
+		"Its value in the configuration, '%s', is not valid; PostgreSQL then leaves the setting at its default, which the node does not take for the value meant.",
+		SETTINGS_HINT},
+	[REASON_SETTING_UNKNOWN] = {NODE_DISABLED, "setting_unknown", ERRCODE_CONFIG_FILE_ERROR,
+		"\"%s\" is not a snowflake setting",
+		"The configuration names it; a misspelt name leaves the setting meant at its default, which the node does not take for it.",
+		"Correct or remove it in postgresql.conf and restart the server."},
+	[REASON_LAYOUT_REJECTED] = {NODE_DISABLED, "layout_rejected", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake.layout = '%s' was rejected at server start",
+		"No layout is in force: PostgreSQL leaves the setting at its default, which the node does not take for the layout meant.",
+		"Fix snowflake.layout in postgresql.conf (the server log lists the values it takes) and restart the server."},
+	[REASON_LAYOUT_UNUSABLE] = {NODE_DISABLED, "layout_unusable", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake layout \"%s\" cannot be used", "%s",
+		"Fix the snowflake.layout or snowflake.custom_* settings in postgresql.conf and restart the server."},
+	[REASON_WORKER_ID_REJECTED] = {NODE_DISABLED, "worker_id_rejected", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake.worker_id = '%s' was rejected",
+		"Worker ids run from 0 to %s in the \"%s\" layout; until a valid one is set, the node has none.",
+		"Set snowflake.worker_id in postgresql.conf to a worker id in that range, and reload."},
 	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 		"cannot generate snowflake IDs in binary-upgrade mode",
 		"pg_upgrade runs the server in this mode; the state file is left as it is.",
 		"Generate IDs once pg_upgrade has finished and the server runs normally."},
-	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	[REASON_NOT_PRELOADED] = {NODE_DISABLED, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 		"snowflake must be loaded via \"shared_preload_libraries\"",
 		"The generator keeps its state in shared memory, which is set up at server start.",
 		"Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server."},
-	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	[REASON_SINGLE_USER] = {NODE_DISABLED, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 		"cannot generate snowflake IDs in single-user mode",
 		"Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode.",
 		"Start the server normally to generate IDs."},
-	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
+	[REASON_IN_RECOVERY] = {NODE_STANDBY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
 		"cannot generate snowflake IDs during recovery",
 		"A standby shares the worker id of its primary; IDs it issued would collide.",
 		"Generate IDs on the primary, or promote this standby first."},
-	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9'),
+	[REASON_NO_WORKER_ID] = {NODE_DISABLED, "no_worker_id", SF_SQLSTATE('9'),
 		"snowflake.worker_id is not set",
 		"Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.",
 		"Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload."},
-	[REASON_LAYOUT_BELOW] = {NODE_READY, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
+	[REASON_LAYOUT_BELOW] = {NODE_BLOCKED, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
 		"The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
 		"Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID."},
-	[REASON_CLOCK_BACK] = {NODE_READY, "clock_back", SF_SQLSTATE('5'),
+	[REASON_CLOCK_BACK] = {NODE_BLOCKED, "clock_back", SF_SQLSTATE('5'),
 		"system clock moved backwards by %s ms", CLOCK_DETAIL,
 		"\"snowflake.max_clock_backward_ms\" (%s ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of it; raise either to keep generating."},
-	[REASON_CLOCK_BACK_LONG] = {NODE_READY, "clock_back_long", SF_SQLSTATE('5'),
+	[REASON_CLOCK_BACK_LONG] = {NODE_BLOCKED, "clock_back_long", SF_SQLSTATE('5'),
 		"system clock moved backwards by %s ms", CLOCK_DETAIL,
 		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating (a call waits for the clock at most an hour)."},
-	[REASON_CLOCK_BACK_FAR] = {NODE_READY, "clock_back_far", SF_SQLSTATE('5'),
+	[REASON_CLOCK_BACK_FAR] = {NODE_BLOCKED, "clock_back_far", SF_SQLSTATE('5'),
 		"system clock moved backwards by %s ms", CLOCK_DETAIL,
 		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail."},
-	[REASON_AHEAD_OF_CLOCK] = {NODE_READY, "ahead_of_clock", SF_SQLSTATE('6'),
+	[REASON_AHEAD_OF_CLOCK] = {NODE_BLOCKED, "ahead_of_clock", SF_SQLSTATE('6'),
 		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
 		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating."},
-	[REASON_AHEAD_FAR] = {NODE_READY, "ahead_far", SF_SQLSTATE('6'),
+	[REASON_AHEAD_FAR] = {NODE_BLOCKED, "ahead_far", SF_SQLSTATE('6'),
 		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
 		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right."},
-	[REASON_TICK_USED_UP] = {NODE_READY, "tick_used_up", SF_SQLSTATE('7'),
+	[REASON_TICK_USED_UP] = {NODE_BLOCKED, "tick_used_up", SF_SQLSTATE('7'),
 		"snowflake layout \"%s\" has no ID left in the current tick", TICK_DETAIL, TICK_HINT},
-	[REASON_BLOCK_TOO_LARGE] = {NODE_READY, "block_too_large", SF_SQLSTATE('7'),
+	[REASON_BLOCK_TOO_LARGE] = {NODE_BLOCKED, "block_too_large", SF_SQLSTATE('7'),
 		"snowflake layout \"%s\" has fewer than %s IDs left in the current tick for a block", TICK_DETAIL, TICK_HINT},
-	[REASON_KEEPER_LATE] = {NODE_READY, "keeper_late", SF_SQLSTATE('8'), KEEPER_MSG,
+	[REASON_KEEPER_LATE] = {NODE_BLOCKED, "keeper_late", SF_SQLSTATE('8'), KEEPER_MSG,
 		"The background worker \"snowflake keeper\" makes every reservation durable, in snowflake.state and in WAL, before IDs may use it.",
 		"Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write snowflake.state or log in WAL."},
-	[REASON_KEEPER_ORIGIN] = {NODE_READY, "keeper_origin", SF_SQLSTATE('8'), KEEPER_MSG,
+	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8'), KEEPER_MSG,
 		"The floor after recovery needs replication origin \"snowflake_high_water_mark\", through which version 1.1 logged its reservations, and the worker that reads it failed.",
 		"The server log says why; the keeper starts that worker again after ten seconds."},
+	/* not a refusal: calls wait for the keeper */
+	[REASON_FLOOR_PENDING] = {NODE_STARTING, "floor_pending"},
+	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+		"system clock reads %s, before the epoch of the snowflake layout \"%s\"",
+		"IDs of this layout carry times from its epoch, %s, on.",
+		"Set the system clock right."},
+	[REASON_LAYOUT_ENDED] = {NODE_BLOCKED, "layout_ended", ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+		"snowflake layout \"%s\" has run out of time bits",
+		"Its last representable time is %s.",
+		"Move to a layout with a later end of life."},
 };
 
 static const char *const state_names[] = {
@@ -204,6 +234,8 @@ static const char *const state_names[] = {
 	[NODE_BROKEN] = "broken",
 	[NODE_STARTING] = "starting",
 	[NODE_DISABLED] = "disabled",
+	[NODE_STANDBY] = "standby",
+	[NODE_BLOCKED] = "blocked",
 };
 
 const char *
@@ -242,6 +274,97 @@ node_shmem_init(void)
 	memset(node_shared, 0, sizeof(NodeShared));
 	node_shared->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	pg_atomic_init_u32(&node_shared->published, NODE_STARTING);
+}
+
+/* The worker id the configuration gives now, or WORKER_ID_UNSET. */
+int
+node_configured_worker(void)
+{
+	int			w = (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+
+	return w == WORKER_ID_REJECTED ? WORKER_ID_UNSET : w;
+}
+
+/*
+ * What the settings read at server start found, as a reason the node
+ * refuses for (REASON_NONE: nothing); also without shared memory, where
+ * the decoding functions follow the configured layout.
+ */
+NodeReason
+node_settings_reason(void)
+{
+	switch (settings_found()->trouble)
+	{
+		case SETTINGS_OK:
+			break;
+		case SETTINGS_REJECTED:
+			return REASON_SETTINGS_REJECTED;
+		case SETTINGS_UNKNOWN:
+			return REASON_SETTING_UNKNOWN;
+		case SETTINGS_LAYOUT_REJECTED:
+			return REASON_LAYOUT_REJECTED;
+		case SETTINGS_LAYOUT_UNUSABLE:
+			return REASON_LAYOUT_UNUSABLE;
+	}
+	return REASON_NONE;
+}
+
+/*
+ * Whether a call of this process may generate now, and if not, why: the
+ * first that holds of what the node knows, in this order (NodeCheck): its
+ * configuration at start (and this process: single-user mode), a file it
+ * cannot read, its record (rec: the durable hold, with the worker id
+ * configured now applied), recovery, its mark, its worker id, its keeper.
+ * REASON_FLOOR_PENDING: calls wait for recovery's floor, then generate.
+ * The one place that decides it: the generator refuses for it (and then
+ * for the clock's verdict of the call, generator.c), and the status view
+ * shows it; a step that mends one of them (the repair mends the mark)
+ * asks only the checks before it.  In a backend, with the lock held
+ * (shared suffices).
+ */
+NodeReason
+node_verdict_before(const NodeRecord *rec, NodeCheck upto)
+{
+	NodeShared *n = node_shared;
+	int			worker;
+
+	if (n == NULL)
+		return REASON_NOT_PRELOADED;
+	if (n->disabled != REASON_NONE)
+		return n->disabled;
+	if (!IsUnderPostmaster)
+		return REASON_SINGLE_USER;
+	if (upto > CHECK_FILE && n->file_trouble != REASON_NONE)
+		return n->file_trouble;
+	if (upto > CHECK_HOLD && rec->state != NODE_READY)
+		return (NodeReason) rec->reason;
+	if (upto > CHECK_RECOVERY && RecoveryInProgress())
+		return REASON_IN_RECOVERY;
+	if (upto > CHECK_MARK && n->mark_trouble != REASON_NONE)
+		return n->mark_trouble;
+	worker = (int) (int32) pg_atomic_read_u32(&n->configured);
+	if (upto > CHECK_WORKER && worker == WORKER_ID_REJECTED)
+		return REASON_WORKER_ID_REJECTED;
+	if (upto > CHECK_WORKER && worker == WORKER_ID_UNSET)
+		return REASON_NO_WORKER_ID;
+	if (upto > CHECK_KEEPER && n->keeper_trouble != REASON_NONE)
+		return n->keeper_trouble;
+	if (upto > CHECK_KEEPER && n->floor_pending)
+		return REASON_FLOOR_PENDING;
+	return REASON_NONE;
+}
+
+NodeReason
+node_verdict(const NodeRecord *rec)
+{
+	return node_verdict_before(rec, CHECK_ALL);
+}
+
+/* Whether a call meets a refusal for reason r (not: it generates, or waits). */
+bool
+node_refuses(NodeReason r)
+{
+	return r != REASON_NONE && r != REASON_FLOOR_PENDING;
 }
 
 /*
@@ -328,8 +451,6 @@ node_refuse(NodeReason r, const RefuseArgs *a)
 
 	if (a == NULL)
 		a = &none;
-	if (r == REASON_SETTINGS_REJECTED)
-		settings_require_usable();
 	if (r <= REASON_NONE || r >= NUM_REASONS || row->msg == NULL)
 		elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
 	ereport(ERROR,
@@ -356,13 +477,25 @@ void
 node_refuse_state(NodeReason r)
 {
 	NodeShared *n = node_shared;
-	const char *worker = node_num(n->rec.worker);
+	const SettingsFound *f = settings_found();
+	const char *worker = n != NULL ? node_num(n->rec.worker) : NULL;
 	const char *layout = snowflake_layout->name;
 	RefuseArgs	a = {{worker}};
 
-	if (r == REASON_WORKER_RETIRED)
+	if (r == REASON_SETTINGS_REJECTED)
+		a = (RefuseArgs) {{f->name}, {f->value}};
+	else if (r == REASON_SETTING_UNKNOWN)
+		a = (RefuseArgs) {{f->name}};
+	else if (r == REASON_LAYOUT_REJECTED)
+		a = (RefuseArgs) {{f->value}};
+	else if (r == REASON_LAYOUT_UNUSABLE)
+		a = (RefuseArgs) {{f->name}, {f->why}};
+	else if (r == REASON_WORKER_ID_REJECTED)
+		a = (RefuseArgs) {{settings_worker_rejected()},
+		{node_num(layout_max_worker(snowflake_layout)), layout}};
+	else if (r == REASON_WORKER_RETIRED)
 	{
-		const char *given_up = node_num((int32) pg_atomic_read_u32(&n->configured));
+		const char *given_up = node_num(node_configured_worker());
 
 		a = (RefuseArgs) {{given_up}, {given_up}, {worker}};
 	}

@@ -16,9 +16,10 @@
 #include "compat.h"
 
 /*
- * The node's state, as snowflake_status shows it.  The first four are
- * durable (the record keeps them across restarts); the others come from
- * what this start found and are worked out again at every start.
+ * The node's state, as snowflake_status shows it.  The held ones but
+ * held_file are durable (the record keeps them across restarts); the
+ * others come from what this start, this process or the clock found, and
+ * are worked out again each time.
  */
 typedef enum NodeState
 {
@@ -29,7 +30,11 @@ typedef enum NodeState
 	NODE_HELD_FILE,				/* a file of it cannot be read */
 	NODE_BROKEN,				/* its state file cannot be trusted */
 	NODE_STARTING,				/* recovery's floor is not applied yet */
-	NODE_DISABLED				/* settings rejected, or pg_upgrade running */
+	NODE_DISABLED,				/* its configuration does not let it generate */
+	NODE_STANDBY,				/* in recovery: generates once promoted */
+	NODE_BLOCKED				/* the clock, the layout or the keeper stop
+								 * calls now; no step but time, or the one
+								 * the hint names */
 } NodeState;
 
 /*
@@ -78,6 +83,14 @@ typedef enum NodeReason
 	REASON_BLOCK_TOO_LARGE,
 	REASON_KEEPER_LATE,
 	REASON_KEEPER_ORIGIN,
+	/* since the status view became the refusals' twin */
+	REASON_SETTING_UNKNOWN,
+	REASON_LAYOUT_REJECTED,
+	REASON_LAYOUT_UNUSABLE,
+	REASON_WORKER_ID_REJECTED,
+	REASON_FLOOR_PENDING,
+	REASON_CLOCK_BEFORE_EPOCH,
+	REASON_LAYOUT_ENDED,
 	NUM_REASONS
 } NodeReason;
 
@@ -153,12 +166,16 @@ typedef struct NodeShared
 	NodeReason	mark_trouble;	/* why the mark cannot be trusted, or NONE */
 	NodeReason	disabled;		/* settings rejected, binary upgrade, NONE */
 	NodeReason	file_trouble;	/* a file that could not be read, NONE */
+	NodeReason	keeper_trouble; /* why calls cannot get a reservation, NONE */
 	bool		floor_pending;	/* recovery's floor not applied yet */
 	int64		trouble_id;		/* the ID beyond the layout, for the message */
 	char		trouble_layout[NAMEDATALEN];	/* the layout it was issued in */
 	pg_atomic_uint32 published; /* NodeState | NodeReason << 8 */
 	pg_atomic_uint32 configured;	/* snowflake.worker_id, as last read */
 } NodeShared;
+
+/* configured: the value of snowflake.worker_id was rejected at start */
+#define WORKER_ID_REJECTED	(-2)
 
 extern NodeShared *node_shared;
 
@@ -179,6 +196,24 @@ extern const char *node_state_name(NodeState s);
 extern const char *node_reason_name(NodeReason r);
 extern NodeState node_reason_state(NodeReason r);
 extern NodeState node_state(NodeReason *reason);
+extern int	node_configured_worker(void);
+extern NodeReason node_settings_reason(void);
+/* What node_verdict() asks, in its order: a check asks those before it. */
+typedef enum NodeCheck
+{
+	CHECK_CONFIG,				/* the configuration read at start */
+	CHECK_FILE,					/* a file of the record it cannot read */
+	CHECK_HOLD,					/* the record's durable hold */
+	CHECK_RECOVERY,				/* this server is a standby */
+	CHECK_MARK,					/* the mark cannot be trusted */
+	CHECK_WORKER,				/* no worker id, or one rejected */
+	CHECK_KEEPER,				/* the keeper: recovery's floor, a renewal */
+	CHECK_ALL
+} NodeCheck;
+
+extern NodeReason node_verdict_before(const NodeRecord *rec, NodeCheck upto);
+extern NodeReason node_verdict(const NodeRecord *rec);
+extern bool node_refuses(NodeReason r);
 extern void node_publish(void);
 /* which files node_save() writes */
 #define SAVE_STATE		0x1

@@ -28,6 +28,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/syscache.h"
 
+#include "node.h"
 #include "persist.h"
 #include "settings.h"
 #include "snowflake.h"
@@ -104,9 +105,9 @@ schemes_shmem_init(void)
 	dec->usable = true;
 	dec->writes = 0;
 
-	if (settings_problem() != NULL)
+	if (node_settings_reason() != REASON_NONE)
 	{
-		decimal_unusable(settings_problem());
+		decimal_unusable("settings");
 		return;
 	}
 	if (snowflake_decimal_generator_min > snowflake_decimal_generator_max)
@@ -147,7 +148,8 @@ static void
 decimal_refuse(void)
 {
 	/* a setting the node cannot use: the same refusal as every generator's */
-	settings_require_usable();
+	if (node_settings_reason() != REASON_NONE)
+		node_refuse_state(node_settings_reason());
 	ereport(ERROR,
 			(errcode(snowflake_decimal_generator_min > snowflake_decimal_generator_max ?
 					 ERRCODE_CONFIG_FILE_ERROR : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -11,6 +11,8 @@
 
 #include "datatype/timestamp.h"
 
+#include "node.h"
+
 /* generator.c: the hot path and what it has done */
 typedef struct GeneratorStatus
 {
@@ -28,6 +30,7 @@ typedef struct GeneratorStatus
 } GeneratorStatus;
 
 extern int	generator_require_ready(void);
+extern NodeReason generator_verdict(void);
 extern int64 generator_next(void);
 extern int64 generator_next_block(int64 n);
 extern int64 generator_block_capacity(void);

@@ -131,8 +131,10 @@ sub new_history
 			identity => 'ok',	# ok, or held back: copy, upgraded, new,
 								# inherited, retired (%held)
 			held_reason => undef,	# the one reason a hold must give
-			settings_bad => 0,	# a setting rejected at the last start
-			worker_bad => 0,	# the worker id in the file was rejected
+			settings_bad => 0,	# the layout rejected at the last start
+			worker_bad => 0,	# the file gives a worker id out of range
+			worker_rejected => 0,	# the node's worker id was rejected: at
+								# start, and no reload fixed it since
 			file_broken => 0,	# the state file cannot be trusted
 			preloaded => 1,
 			extension => 1,		# the extension exists in every database used
@@ -289,14 +291,21 @@ sub write_settings
 	return;
 }
 
-# Whether a start with these settings rejects one: the layout that cannot
-# work, or worker id 5000 where the layout's worker field is narrower than
-# 13 bits (instagram's and sonyflake's hold it).
-my %worker_bits = (instagram => 13, sonyflake => 16, javascript => 6, custom => 8);
+# Whether a start with these settings rejects the layout (one that cannot
+# work): the node is disabled until a restart fixes it.
 sub settings_rejected
 {
+	my ($layout) = @_;
+	return $layout eq 'broken' ? 1 : 0;
+}
+
+# Whether it rejects the worker id: 5000 where the layout's worker field is
+# narrower than 13 bits (instagram's and sonyflake's hold it).  A reload
+# with a valid one fixes it.
+my %worker_bits = (instagram => 13, sonyflake => 16, javascript => 6, custom => 8);
+sub worker_rejected
+{
 	my ($layout, $worker_bad) = @_;
-	return 1 if $layout eq 'broken';
 	return $worker_bad && ($worker_bits{$layout} // 10) < 13 ? 1 : 0;
 }
 
@@ -306,8 +315,8 @@ sub start_standby
 {
 	my ($sb) = @_;
 	start_faked($sb, sprintf('%+.3f', $sb->{torture_offset_ms} / 1000), fail_ok => 1);
-	# what it starts with; a reload keeps a worker id rejected at start, and
-	# does not replace a good one by a bad one
+	# what it starts with; a reload does not replace a good worker id by a
+	# bad one
 	$sb->{torture_layout} = $sb->{torture_settings}{layout};
 	$sb->{torture_worker_bad} = $sb->{torture_settings}{worker_bad};
 	return;
@@ -322,7 +331,8 @@ sub adopt_settings
 	$h->{$_} = $st->{$_} for qw(worker backward_ms ahead_ms);
 	$h->{layout} = $node->{torture_layout} // $st->{layout};
 	$h->{model}{worker_bad} = $node->{torture_worker_bad} // $st->{worker_bad};
-	$h->{model}{settings_bad} = settings_rejected($h->{layout}, $h->{model}{worker_bad});
+	$h->{model}{settings_bad} = settings_rejected($h->{layout});
+	$h->{model}{worker_rejected} = worker_rejected($h->{layout}, $h->{model}{worker_bad});
 	return;
 }
 
@@ -468,7 +478,8 @@ sub start_node
 	write_settings($h, $node);
 	set_offset($node, $offset_ms);
 	start_faked($node, sprintf('%+.3f', $offset_ms / 1000), fail_ok => 1);
-	$h->{model}{settings_bad} = settings_rejected($h->{layout}, $h->{model}{worker_bad});
+	$h->{model}{settings_bad} = settings_rejected($h->{layout});
+	$h->{model}{worker_rejected} = worker_rejected($h->{layout}, $h->{model}{worker_bad});
 	return wait_up($node);
 }
 
@@ -565,11 +576,16 @@ sub justified
 	return $ctx->{standby} ? 'a standby' : undef if $code eq '25006';
 	return $m->{preloaded} ? undef : 'not preloaded' if $code eq '55000';
 	return undef if !$m->{preloaded};
+	# the node's order (node.c): its configuration, its hold, its state
+	# file, its worker id, then the clock
 	# (1.1's snowflake_status has no reason)
-	return $m->{settings_bad} && ($reason_in->('settings_rejected') || !defined $reason && $m->{at_1_1}) ?
-	  'a setting rejected at start' : undef
-	  if $code eq 'F0000';
+	return 'a setting rejected at start'
+	  if $code eq 'F0000' && $m->{settings_bad} &&
+	  ($reason_in->('layout_unusable') || !defined $reason && $m->{at_1_1});
 	return undef if $m->{settings_bad};
+	# a standby's own hold: its worker id one its primary gave up
+	return 'a standby whose worker id its primary gave up'
+	  if $ctx->{standby} && $ctx->{retired} && $code eq '55S03' && $reason_in->('worker_retired');
 
 	if ($m->{identity} ne 'ok')
 	{
@@ -587,6 +603,8 @@ sub justified
 	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
 	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
 	  if $code eq 'XX001';
+	return 'a worker id rejected' if $code eq 'F0000' && $m->{worker_rejected} && $reason_in->('worker_id_rejected');
+	return undef if $m->{worker_rejected} || $code eq 'F0000';
 
 	my $now = $ctx->{lo_ms};
 	my $lead = lead_bound_ms($h, $now);
@@ -720,6 +738,7 @@ sub must_refuse
 	my ($h, $what) = @_;
 	my $m = $h->{model};
 	return "$what: the node generated with a setting rejected at start" if $m->{settings_bad};
+	return "$what: the node generated with its worker id rejected" if $m->{worker_rejected};
 	return "$what: the node generated without the library preloaded" if !$m->{preloaded};
 	return "$what: the node generated before it was told which node it is ($m->{identity})"
 	  if $m->{identity} ne 'ok';
@@ -978,6 +997,28 @@ sub follow_hint
 			$sb->stop('fast', fail_ok => 1);
 			start_standby($sb);
 		}
+		retired_after_fix($h, $node);
+	}
+	elsif ($why eq 'a worker id rejected')
+	{
+		# README's step: a worker id in range, and a reload
+		$step = 'hint-settings';
+		say_op($h, "hint: snowflake.worker_id = $h->{worker}, reload");
+		$m->{worker_bad} = 0;
+		for my $n (grep { defined } $node, $h->{standby}, $h->{cascade})
+		{
+			write_settings($h, $n);
+			$n->reload;
+			$n->{torture_worker_bad} = 0;
+		}
+		for (1 .. 100)
+		{
+			my (undef, $w) = try_sql($node, "SELECT current_setting('snowflake.worker_id')", 10);
+			last if $w eq $h->{worker};
+			select(undef, undef, undef, 0.1);
+		}
+		$m->{worker_rejected} = 0;
+		retired_after_fix($h, $node);
 	}
 	elsif ($why =~ /new layout/)
 	{
@@ -1008,6 +1049,22 @@ sub follow_hint
 	my (undef, $again, $err) = one_call($h, $node, "after the hint's step");
 	violation($h, "the hint's step did not release the refusal ($why): " . error_of($err)->{line})
 	  if defined $again && $again eq $why;
+	return;
+}
+
+# A promoted standby whose own worker id was rejected, fixed now: if it is
+# the one its primary gave up, it is held for that (worker_retired), and
+# the step of that hint is taken.
+sub retired_after_fix
+{
+	my ($h, $node) = @_;
+	my $r = $h->{retired_pending};
+	return if !$r || $h->{model}{worker_rejected};
+	$h->{retired_pending} = undef;
+	return unless $h->{worker} == $r->[0];
+	set_identity($h, 'retired');
+	one_call($h, $node, 'fixed, with the worker id its primary gave up');
+	follow_retired_hint($h, $node, $r->[1]);
 	return;
 }
 
@@ -1146,6 +1203,7 @@ sub restart
 		stop_node($h, $node, $how eq 'immediate' ? 'immediate' : 'fast');
 	}
 	start_or_violation($h, $node, $h->{offset_ms});
+	retired_after_fix($h, $node);
 	return;
 }
 
@@ -1395,10 +1453,11 @@ sub standby_op
 		}
 		elsif ($h->{model}{preloaded})
 		{
-			# a standby with a setting rejected at its start says that first
-			my $bad = settings_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad});
-			local $h->{model}{settings_bad} = $bad;
-			judge($h, $err, 'standby', ctx_now($h, standby => 1, node => $sb));
+			# a standby with its layout rejected at its start says that
+			# first; one held back says its hold (its primary's, or its own
+			# worker id that its primary gave up); the others are standbys
+			local $h->{model}{settings_bad} = settings_rejected($sb->{torture_layout} // '');
+			judge($h, $err, 'standby', ctx_now($h, standby => 1, node => $sb, retired => standby_retired($sb)));
 		}
 	}
 	else
@@ -1434,7 +1493,10 @@ sub standby_op
 		adopt_settings($h, $new);
 		# configured with the worker id its primary gave up, it refuses
 		my $retired = $new->{torture_retired};
-		set_identity($h, 'retired') if $retired && $h->{worker} == $retired->[0];
+		set_identity($h, 'retired') if $retired && $h->{worker} == $retired->[0] && !$h->{model}{worker_rejected};
+		# with its worker id rejected it has none: fixed by a reload to the
+		# one given up, it is held then
+		$h->{retired_pending} = $retired && $h->{model}{worker_rejected} ? $retired : undef;
 		# what the old primary may have reserved bounds what it replayed
 		unclean($h);
 		$h->{issued_since_start} = 0;
@@ -1510,8 +1572,8 @@ sub worker_retired
 	# as its calls do: it has no worker id of its own in force that its
 	# primary could have given up
 	catch_up($node, $sb);
-	my $want = settings_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad}) ?
-	  'disabled/settings_rejected' : 'held_claimed/worker_retired';
+	my $want = settings_rejected($sb->{torture_layout} // '') ? 'disabled/layout_unusable' :
+	  standby_retired($sb) ? 'held_claimed/worker_retired' : 'standby/in_recovery';
 	my $shown = '';
 	for (1 .. 100)
 	{
@@ -1525,6 +1587,16 @@ sub worker_retired
 	# (standby_op)
 	standby_op($h, $node, 'promote');
 	return;
+}
+
+# Whether a standby runs with the worker id its primary gave up: one its
+# start did not reject (a rejected one is no worker id at all).
+sub standby_retired
+{
+	my ($sb) = @_;
+	my $retired = $sb->{torture_retired} or return 0;
+	return 0 if worker_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad});
+	return ($sb->{torture_settings}{worker} // -1) == $retired->[0] ? 1 : 0;
 }
 
 # A node promoted with the worker id its primary gave up refuses (judged
@@ -1846,7 +1918,9 @@ sub lifecycle_op
 		# recovery.signal at that start all the same
 		$first //= pick('', '', '', 'rejected', 'unset');
 		my %first = (rejected => [ "snowflake.tpyo = 1", 'F0000' ],
-			unset => [ "snowflake.worker_id = -1", '55S09' ]);
+			# held back as a copy first: the hint's first step is a
+			# worker id of its own
+			unset => [ "snowflake.worker_id = -1", '55S01' ]);
 		say_op($h, ($how eq 'clone' ? 'clone: a base backup started as a primary' :
 					'PITR: a base backup restored to its end, started as a primary') .
 			   ($replace ? ', replacing the node' : ', given worker 99') .

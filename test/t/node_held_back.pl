@@ -32,9 +32,9 @@ $clone->init_from_backup($src, 'b1');
 $clone->start;
 is(refusal($clone), '55S01 backup_label', 'a clone is held back');
 set_worker($clone, -1);
-is(refusal($clone), '55S09', 'with its worker id unset it generates nothing');
+is(refusal($clone), '55S01 backup_label', 'with its worker id unset it generates nothing: still a copy');
 is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
-	'still held back as a copy');
+	'and the view says the same');
 set_worker($clone, 1);
 my ($code, $err) = refusal($clone);
 is($code, '55S01 backup_label', 'set back to 1 by a reload, still a copy');
@@ -159,8 +159,8 @@ $p->safe_psql('postgres', 'CHECKPOINT');
 $p->wait_for_catchup($s);
 $s->safe_psql('postgres', 'CHECKPOINT');
 my $max = $p->safe_psql('postgres', 'SELECT max(id) FROM t');
-is($s->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'disabled|settings_rejected',
-	'a standby with a rejected setting is disabled');
+is($s->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'disabled|setting_unknown',
+	'a standby with a misspelt setting is disabled');
 my ($kept) = unpack('q<', state_mark($s->data_dir . '/snowflake.state'));
 ok($kept >= $max, "and keeps what it replays in its state file ($kept, the primary's last ID $max)");
 $p->stop('immediate');

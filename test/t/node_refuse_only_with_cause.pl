@@ -60,20 +60,31 @@ $c->stop;
 
 # 2. A layout rejected at start, CREATE EXTENSION, the setting fixed: no
 # ID was ever issued, and the node generates.  Likewise a worker id out of
-# range.  The step is a restart: a reload does not release it.
-for my $bad ("snowflake.layout = custom\nsnowflake.custom_epoch = '2031-01-01'",
-	'snowflake.worker_id = 5000')
+# range.  The layout's step is a restart (a reload does not release it);
+# the worker id's, a reload, as README says.
+for my $case ([ "snowflake.layout = custom\nsnowflake.custom_epoch = '2031-01-01'", 'layout_unusable' ],
+	[ 'snowflake.worker_id = 5000', 'worker_id_rejected' ])
 {
+	my ($bad, $reason) = @$case;
 	my $n = snowflake_node('bad' . length($bad), worker_id => 1);
 	$n->append_conf('postgresql.conf', "$bad\n");
 	$n->start;
 	$n->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
-	is(refusal($n), 'F0000 settings_rejected', 'refused while a setting is rejected');
+	is(refusal($n), "F0000 $reason", 'refused while a setting is rejected');
 	$n->append_conf('postgresql.conf', "snowflake.layout = shardingsphere\nsnowflake.worker_id = 1\nwork_mem = '5MB'\n");
 	$n->reload;
 	$n->poll_query_until('postgres', "SELECT current_setting('work_mem') = '5MB'")
 	  or die 'the reload did not take';
-	is(refusal($n), 'F0000 settings_rejected', 'fixed and reloaded, still refused: the step is a restart');
+	if ($reason eq 'worker_id_rejected')
+	{
+		$n->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+		  or die 'the reload did not fix the worker id';
+		is(refusal($n), 'generated', 'fixed and reloaded, it generates: the step the hint named');
+	}
+	else
+	{
+		is(refusal($n), "F0000 $reason", 'fixed and reloaded, still refused: the step is a restart');
+	}
 	$n->restart;
 	is(refusal($n), 'generated', 'fixed and restarted, it generates: no step but the one the hint named');
 	$n->stop;
@@ -100,7 +111,7 @@ my $ls = standby_of($l, 'ls');
 $l->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
 my $code;
 ($code, $err) = refusal($l);
-is($code, '55000', 'not preloaded, it refuses');
+is($code, '55000 not_preloaded', 'not preloaded, it refuses');
 like($err, qr/HINT:  .*'snowflake'.*shared_preload_libraries/, 'naming the setting the library must be in');
 $l->wait_for_catchup($ls);
 $_->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n") for $ls, $l;

@@ -53,7 +53,7 @@ sub rejected
 {
 	my ($node, $what) = @_;
 	my ($code, $err) = refusal($node);
-	is($code, 'F0000 settings_rejected', "$what, it refuses");
+	is($code, 'F0000 setting_unknown', "$what, it refuses");
 	like($err, qr/ERROR:  F0000: .*"snowflake\.tpyo"/, "$what, naming the setting");
 	return;
 }
@@ -102,9 +102,9 @@ my $clone = PostgreSQL::Test::Cluster->new('clone');
 $clone->init_from_backup($src, 'b2');
 $clone->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
 $clone->start;
-is(refusal($clone), '55S09', 'a clone with no worker id says that first');
+is(refusal($clone), '55S01 backup_label', 'a clone with no worker id is held back as a copy');
 is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
-	'held back as a copy all the same');
+	'and the view says the same');
 set_worker($clone, 1);
 copy_until_own($clone, 7, 'given its source\'s worker id');
 $clone->stop;
@@ -119,7 +119,7 @@ my $clone2 = PostgreSQL::Test::Cluster->new('clone2');
 $clone2->init_from_backup($src, 'b2u');
 $clone2->start;
 # its configuration came with the backup: no worker id
-is(refusal($clone2), '55S09', 'a clone taken then has no worker id either');
+is(refusal($clone2), '55S01 backup_label', 'a clone taken then has no worker id either, and is a copy');
 is($clone2->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
 	'and is held back as a copy');
 set_worker($clone2, 1);
