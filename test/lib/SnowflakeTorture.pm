@@ -617,7 +617,8 @@ sub justified
 		# layout's IDs of now below the old layout's last one
 		return 'the state is beyond the new layout'
 		  if !defined $lead && $reason_in->('state_beyond_layout', 'floor_beyond_layout', '');
-		return undef if !$reason_in->('') || $m->{hi_layout} eq $h->{layout};
+		# (the view reads the clock again: by then it may have caught up)
+		return undef if !$reason_in->('layout_below', '') || $m->{hi_layout} eq $h->{layout};
 		return $lead > $allowed + max($h->{backward_ms}, $tick) - $slack_ms ?
 		  'the new layout is below the last ID' : undef;
 	}
