@@ -15,7 +15,7 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o src/node.o
+	src/identity.o src/claims.o src/confirm.o src/node.o
 # The current version's full install script is built from sql/snowflake.sql
 # (its one source); the released 1.0 script and every update script are
 # installed as they are, named one by one (a wildcard misses them in the
@@ -53,7 +53,7 @@ include $(PGXS)
 endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
-	src/snowflake.h src/state.h src/wal.h \
+	src/snowflake.h src/mark.h src/wal.h \
 	src/identity.h src/node.h
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql

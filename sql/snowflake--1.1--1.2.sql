@@ -1579,6 +1579,17 @@ COMMENT ON FUNCTION snowflake.snowflake_mesh_state(name) IS
 REVOKE ALL ON FUNCTION snowflake.snowflake_mesh_state(name) FROM PUBLIC;
 
 --
+-- The node's model as the library holds it (sql/snowflake.sql).
+CREATE FUNCTION snowflake.snowflake_node_model(
+	OUT kind text, OUT name text, OUT from_reasons text[],
+	OUT to_state text, OUT to_reason text, OUT sqlstate text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'snowflake_node_model'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake.snowflake_node_model() IS
+'the node''s reasons and the transitions of its state, as the library holds them';
+
 -- Last, the schema the extension ended up in, by OID: it was checked by
 -- name at the start, but another role might have made or swapped it since
 -- (a schema made between two statements, a rename and back).  Only

@@ -186,6 +186,20 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION snowflake_layouts() IS
 'the layout presets: field widths, time unit, epoch and end of life';
 
+-- The node's model as the library holds it: each reason (its state and
+-- SQLSTATE), and each transition of the node's durable state (an event,
+-- the reasons it acts in, the state and reason it leads to).  Fixed by the
+-- library loaded, so STABLE; DESIGN.md's tables are checked against it.
+CREATE FUNCTION snowflake_node_model(
+	OUT kind text, OUT name text, OUT from_reasons text[],
+	OUT to_state text, OUT to_reason text, OUT sqlstate text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'snowflake_node_model'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_node_model() IS
+'the node''s reasons and the transitions of its state, as the library holds them';
+
 -- The counters change with every call: VOLATILE.  They live in shared
 -- memory, so any process, a parallel worker too, reads the same values.
 CREATE FUNCTION snowflake_status(

@@ -24,7 +24,7 @@
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
-#include "state.h"
+#include "mark.h"
 
 PG_FUNCTION_INFO_V1(snowflake_nextval);
 PG_FUNCTION_INFO_V1(snowflake_nextval_block);

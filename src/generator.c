@@ -5,7 +5,7 @@
  *	  a clock that is behind the IDs already issued.
  *
  * The state is the last ID issued on this node, in one 64-bit atomic word
- * (state.h).  A new ID is computed from it and installed with one
+ * (mark.h).  A new ID is computed from it and installed with one
  * compare-and-swap, so every ID the node issues is greater than every ID it
  * issued before, whichever backend or database asks.  Beside it sit the
  * highest clock reading seen, which tells a clock that went backwards from
@@ -40,7 +40,7 @@
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
-#include "state.h"
+#include "mark.h"
 
 /* What to do with a candidate ID that is ahead of the clock. */
 typedef enum Verdict

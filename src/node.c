@@ -1,74 +1,55 @@
 /*-------------------------------------------------------------------------
  *
  * node.c
- *	  What the node knows: its state and the reason for it, the one durable
- *	  record that holds them, and every refusal the node makes.
+ *	  What the node knows: its states and the reasons for them, the events
+ *	  that move it and the one table of its transitions, the durable record
+ *	  that holds it, what a start found beside the record, the one verdict
+ *	  a call and the status view share, and every refusal the node makes.
  *
- * The state, as snowflake_status shows it:
+ * The state of a node is the first that holds of its checks (NodeCheck, in
+ * this order): its configuration at start (disabled), a file it cannot
+ * read (held_file), its durable hold (held_copy, held_floor, held_claimed:
+ * the record), recovery (standby), its mark (broken), its worker id
+ * (disabled), its keeper (blocked, starting); then the generator judges a
+ * call's next ID against the clock (blocked).  node_verdict() is that
+ * order; the generator refuses for what it says, and snowflake_status
+ * shows it.
  *
- *	state			reasons								released by
- *	ready			-									(generates)
- *	held_copy		backup_label, recovery_signal,		a worker id of its own, or
- *					other_directory, other_system,		confirm_node() with a floor
- *					record_damaged
- *	held_floor		never_installed, new_as_standby,	confirm_node() with a floor
- *					upgraded
- *	held_claimed	claimed_elsewhere, worker_retired	a worker id of its own, or
- *														confirm_node() with a floor
- *	held_file		record_unreadable,					the file made readable and a
- *					state_unreadable					restart
- *	broken			state_damaged, state_beyond_layout	repair_state() (or the old
- *														layout back)
- *	starting		-									the keeper applies the floor
- *	disabled		settings_rejected, binary_upgrade	the settings fixed and a
- *														restart; pg_upgrade's end
- *
- * The first four are durable: the record keeps them, and only these
- * events change them (identity.c makes each change):
- *
- *	from			event								to
- *	any				start: backup_label, recovery.signal held_copy
- *					or another directory or system
- *					under the worker id recorded
- *	any				start: neither file, or pg_upgrade	held_floor
- *	held_floor		an install script ran (never_inst.)	ready
- *	ready			another system's claim of the		held_claimed
- *					worker id in force arrives, or a
- *					reload to a claimed one
- *	ready			promoted with the worker id its		held_claimed
- *					primary gave up (worker_retired)
- *	held_copy,		a reload to a worker id of its own	ready
- *	held_claimed	(not the copy's, not claimed, not
- *					given up)
- *	held_*			confirm_node() with a floor			ready
- *	any				(standby) its primary's record		the primary's
- *					replayed
- *
- * The others come from what the start found or what the mark says, and the
- * state shown is the first that holds: disabled, held_file, a durable hold,
- * broken, starting, ready.  So a copy whose state file is also damaged
- * shows held_copy, and once given a worker id of its own, broken.
+ * The durable hold moves only by the events of transitions[] below, which
+ * node_apply() applies to a record: what identity.c (the start, the worker
+ * id applied, replay), claims.c and confirm.c found is the event, and the
+ * table alone says what it does in each state.  The other checks are what
+ * was found (node_find()): by the start (the settings, the files, the
+ * mark), by the keeper, or by a call that waited for it.
  *
  * Every change of the record is made on a copy, made durable (node_save()),
  * and only then put in shared memory and published; a write that fails
  * changes nothing.  The record is written whole to snowflake.state, and to
  * snowflake.identity whenever the node's part changes, so that either file
- * alone keeps a hold.
+ * alone keeps a hold.  DESIGN.md's tables of states and events are this
+ * file's tables, which snowflake_node_model() lists and
+ * t/node_model_documented.pl compares with DESIGN.md.
  *
- * This file uses persist.c and the settings; identity.c, mark.c and the
- * generator use it.
+ * This file uses persist.c and the settings; identity.c, claims.c,
+ * confirm.c, mark.c, the generator and schemes.c use it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "catalog/pg_type_d.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/shmem.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 
 #include "node.h"
 #include "persist.h"
 #include "settings.h"
+
+PG_FUNCTION_INFO_V1(snowflake_node_model);
 
 NodeShared *node_shared = NULL;
 
@@ -104,6 +85,7 @@ typedef struct ReasonRow
 #define TICK_HINT	"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits."
 #define KEEPER_MSG	"snowflake reservation was not renewed within 5000 ms"
 #define SETTINGS_HINT "Fix it in postgresql.conf (the server log says why it was rejected) and restart the server."
+
 
 static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_NONE] = {NODE_READY},
@@ -223,6 +205,18 @@ static const ReasonRow reasons[NUM_REASONS] = {
 		"snowflake layout \"%s\" has run out of time bits",
 		"Its last representable time is %s.",
 		"Move to a layout with a later end of life."},
+	/* DecimalId's generator, not the node's: the view does not show them */
+	[REASON_DECIMAL_RANGE] = {NODE_READY, "decimal_range", ERRCODE_CONFIG_FILE_ERROR,
+		"DecimalId generator range is empty",
+		"snowflake.decimal_generator_min (%s) is above snowflake.decimal_generator_max (%s).",
+		"Fix them in postgresql.conf and restart the server."},
+	[REASON_DECIMAL_FILE] = {NODE_READY, "decimal_file", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"DecimalId state file \"%s\" cannot be used", "At server start %s.",
+		"Restore it from a backup, or raise snowflake.decimal_generator_min above every generator id this node took, remove the file, and restart the server."},
+	[REASON_DECIMAL_USED_UP] = {NODE_READY, "decimal_used_up", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"DecimalId generator has no generator id left",
+		"Every generator id from snowflake.decimal_generator_min to snowflake.decimal_generator_max (%s) was taken, or the next could not be recorded in \"%s\" (the server log says why).",
+		"Widen the range of snowflake.decimal_generator_min and snowflake.decimal_generator_max in postgresql.conf, or make the data directory writable, and restart the server."},
 };
 
 static const char *const state_names[] = {
@@ -236,6 +230,77 @@ static const char *const state_names[] = {
 	[NODE_DISABLED] = "disabled",
 	[NODE_STANDBY] = "standby",
 	[NODE_BLOCKED] = "blocked",
+};
+
+/*
+ * The transitions of the durable hold.  A set of reasons stands for the
+ * states the event acts in (REASON_NONE: ready); the event leads to a
+ * state (or the one of the reason it found) and a reason: a fixed one, the
+ * one the event found (of that state), or the one a released copy was held
+ * for.  An event in a state no row names changes nothing.
+ */
+#define R(r)		(UINT64CONST(1) << (r))
+#define READY		R(REASON_NONE)
+#define COPY		(R(REASON_BACKUP_LABEL) | R(REASON_RECOVERY_SIGNAL) | \
+					 R(REASON_OTHER_DIRECTORY) | R(REASON_OTHER_SYSTEM) | \
+					 R(REASON_RECORD_DAMAGED))
+#define FLOOR		(R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY) | \
+					 R(REASON_UPGRADED))
+#define CLAIMED		(R(REASON_CLAIMED_ELSEWHERE) | R(REASON_WORKER_RETIRED))
+#define ANY			(READY | COPY | FLOOR | CLAIMED)
+
+#define TO_FOUND		(-1)	/* the reason the event found (its state) */
+#define TO_COPY_REASON	(-2)	/* the reason the copy was held for */
+
+/* what a transition keeps beside the state */
+#define KEEP_COPY		0x1		/* its source's worker id and reason */
+#define FORGET_COPY		0x2		/* none: it is the node now */
+
+typedef struct Transition
+{
+	NodeEvent	event;
+	uint64		from;
+	int			to_state;		/* a NodeState, or TO_FOUND */
+	int			to;				/* a NodeReason, TO_FOUND or TO_COPY_REASON */
+	int			keep;
+} Transition;
+
+static const Transition transitions[] = {
+	/* a start: what the data directory shows */
+	{EV_START_COPY, READY, NODE_HELD_COPY, TO_FOUND},
+	{EV_START_NO_RECORD, ANY, NODE_HELD_FLOOR, TO_FOUND},
+	{EV_START_RECORD_DAMAGED, ANY, NODE_HELD_COPY, REASON_RECORD_DAMAGED},
+	/* what made it: an install script, pg_upgrade */
+	{EV_INSTALLED, R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY), NODE_READY, REASON_NONE},
+	{EV_UPGRADED, R(REASON_NEVER_INSTALLED), NODE_HELD_FLOOR, REASON_UPGRADED},
+	/* the worker id in force: at a reload, and whenever the record changes */
+	{EV_WORKER_SAME, CLAIMED, NODE_READY, REASON_NONE},
+	{EV_WORKER_OWN, COPY, NODE_READY, REASON_NONE, KEEP_COPY},
+	{EV_WORKER_OWN, CLAIMED, NODE_READY, REASON_NONE},
+	{EV_WORKER_SOURCE, READY | CLAIMED, NODE_HELD_COPY, TO_COPY_REASON},
+	{EV_WORKER_CLAIMED, COPY, NODE_HELD_CLAIMED, REASON_CLAIMED_ELSEWHERE, KEEP_COPY},
+	{EV_WORKER_CLAIMED, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_CLAIMED_ELSEWHERE},
+	{EV_WORKER_GIVEN_UP, COPY, NODE_HELD_CLAIMED, REASON_WORKER_RETIRED, KEEP_COPY},
+	{EV_WORKER_GIVEN_UP, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_WORKER_RETIRED},
+	/* the operator: a floor, committed; a worker id given up stays so */
+	{EV_CONFIRMED, ANY & ~R(REASON_WORKER_RETIRED), NODE_READY, REASON_NONE, FORGET_COPY},
+	/* a standby: its primary's record */
+	{EV_REPLAYED, ANY, TO_FOUND, TO_FOUND},
+};
+
+static const char *const event_names[] = {
+	[EV_START_COPY] = "start_copy",
+	[EV_START_NO_RECORD] = "start_no_record",
+	[EV_START_RECORD_DAMAGED] = "start_record_damaged",
+	[EV_INSTALLED] = "installed",
+	[EV_UPGRADED] = "upgraded",
+	[EV_WORKER_SAME] = "worker_same",
+	[EV_WORKER_OWN] = "worker_own",
+	[EV_WORKER_SOURCE] = "worker_source",
+	[EV_WORKER_CLAIMED] = "worker_claimed",
+	[EV_WORKER_GIVEN_UP] = "worker_given_up",
+	[EV_CONFIRMED] = "confirmed",
+	[EV_REPLAYED] = "replayed",
 };
 
 const char *
@@ -256,6 +321,57 @@ node_reason_state(NodeReason r)
 	return r < NUM_REASONS ? reasons[r].state : NODE_READY;
 }
 
+/*
+ * Apply an event to a record: the one place the durable hold changes.
+ * found: the reason the event found (a sign of a copy, the primary's).
+ * Returns whether a row of the table applied.
+ */
+bool
+node_apply(NodeRecord *r, NodeEvent ev, NodeReason found)
+{
+	for (int i = 0; i < (int) lengthof(transitions); i++)
+	{
+		const Transition *t = &transitions[i];
+		NodeReason	to;
+
+		if (t->event != ev || !(t->from & R(r->reason)))
+			continue;
+		to = t->to == TO_FOUND ? found :
+			t->to == TO_COPY_REASON ? (NodeReason) r->copy_reason : (NodeReason) t->to;
+		/* a durable state is kept, the one the row says, and a copy's reason */
+		if (to >= NUM_REASONS || !(ANY & R(to)) ||
+			(t->to_state != TO_FOUND && reasons[to].state != (NodeState) t->to_state) ||
+			(t->to == TO_COPY_REASON && !(r->flags & RECORD_COPY_OF)))
+			return false;
+		if (t->keep & KEEP_COPY)
+		{
+			r->copy_of = r->worker;
+			r->copy_reason = r->reason;
+			r->flags |= RECORD_COPY_OF;
+		}
+		if (t->keep & FORGET_COPY)
+		{
+			r->flags &= ~RECORD_COPY_OF;
+			r->other_system = 0;
+		}
+		r->state = (uint8) reasons[to].state;
+		r->reason = (uint8) to;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Whether the record names the worker id in force (ready, held back for
+ * another reason than what its worker id is), rather than the one it is
+ * held under: a copy's source's, or the primary's a standby gave up.
+ */
+bool
+node_follows_worker(const NodeRecord *r)
+{
+	return !(R(r->reason) & (COPY | R(REASON_WORKER_RETIRED)));
+}
+
 Size
 node_shmem_size(void)
 {
@@ -274,15 +390,25 @@ node_shmem_init(void)
 	memset(node_shared, 0, sizeof(NodeShared));
 	node_shared->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	pg_atomic_init_u32(&node_shared->published, NODE_STARTING);
+	pg_atomic_init_u32(&node_shared->configured, (uint32) WORKER_ID_UNSET);
 }
 
-/* The worker id the configuration gives now, or WORKER_ID_UNSET. */
-int
-node_configured_worker(void)
+/*
+ * What was found for a check (the start, the keeper, a call), or NONE now.
+ * With the lock held, or in the postmaster at start.
+ */
+void
+node_find(NodeCheck check, NodeReason r)
 {
-	int			w = (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+	Assert(check != CHECK_HOLD && check != CHECK_RECOVERY && check != CHECK_WORKER);
+	node_shared->found[check] = r;
+	node_publish();
+}
 
-	return w == WORKER_ID_REJECTED ? WORKER_ID_UNSET : w;
+NodeReason
+node_found(NodeCheck check)
+{
+	return node_shared->found[check];
 }
 
 /*
@@ -309,48 +435,53 @@ node_settings_reason(void)
 	return REASON_NONE;
 }
 
+/* The worker id the configuration gives now, or WORKER_ID_UNSET. */
+int
+node_configured_worker(void)
+{
+	int			w = (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+
+	return w == WORKER_ID_REJECTED ? WORKER_ID_UNSET : w;
+}
+
 /*
  * Whether a call of this process may generate now, and if not, why: the
- * first that holds of what the node knows, in this order (NodeCheck): its
- * configuration at start (and this process: single-user mode), a file it
- * cannot read, its record (rec: the durable hold, with the worker id
- * configured now applied), recovery, its mark, its worker id, its keeper.
- * REASON_FLOOR_PENDING: calls wait for recovery's floor, then generate.
- * The one place that decides it: the generator refuses for it (and then
- * for the clock's verdict of the call, generator.c), and the status view
- * shows it; a step that mends one of them (the repair mends the mark)
- * asks only the checks before it.  In a backend, with the lock held
- * (shared suffices).
+ * reason of the first check before upto that holds (rec: the record, with
+ * the worker id configured now applied).  REASON_FLOOR_PENDING: calls wait
+ * for recovery's floor, then generate.  The one place that decides it: the
+ * generator refuses for it (and then for the clock's verdict of the call,
+ * generator.c), the status view shows it, and a step that mends one check
+ * (the repair mends the mark) asks only those before it.  With the lock
+ * held (shared suffices), or in the postmaster for the checks before
+ * recovery.
  */
 NodeReason
 node_verdict_before(const NodeRecord *rec, NodeCheck upto)
 {
 	NodeShared *n = node_shared;
-	int			worker;
 
 	if (n == NULL)
 		return REASON_NOT_PRELOADED;
-	if (n->disabled != REASON_NONE)
-		return n->disabled;
-	if (!IsUnderPostmaster)
-		return REASON_SINGLE_USER;
-	if (upto > CHECK_FILE && n->file_trouble != REASON_NONE)
-		return n->file_trouble;
-	if (upto > CHECK_HOLD && rec->state != NODE_READY)
-		return (NodeReason) rec->reason;
-	if (upto > CHECK_RECOVERY && RecoveryInProgress())
-		return REASON_IN_RECOVERY;
-	if (upto > CHECK_MARK && n->mark_trouble != REASON_NONE)
-		return n->mark_trouble;
-	worker = (int) (int32) pg_atomic_read_u32(&n->configured);
-	if (upto > CHECK_WORKER && worker == WORKER_ID_REJECTED)
-		return REASON_WORKER_ID_REJECTED;
-	if (upto > CHECK_WORKER && worker == WORKER_ID_UNSET)
-		return REASON_NO_WORKER_ID;
-	if (upto > CHECK_KEEPER && n->keeper_trouble != REASON_NONE)
-		return n->keeper_trouble;
-	if (upto > CHECK_KEEPER && n->floor_pending)
-		return REASON_FLOOR_PENDING;
+	for (NodeCheck c = CHECK_CONFIG; c < upto; c++)
+	{
+		NodeReason	r = n->found[c];
+
+		if (c == CHECK_CONFIG && r == REASON_NONE && !IsPostmasterEnvironment)
+			r = REASON_SINGLE_USER;
+		else if (c == CHECK_HOLD)
+			r = (NodeReason) rec->reason;
+		else if (c == CHECK_RECOVERY)
+			r = IsUnderPostmaster && RecoveryInProgress() ? REASON_IN_RECOVERY : REASON_NONE;
+		else if (c == CHECK_WORKER)
+		{
+			int			w = (int) (int32) pg_atomic_read_u32(&n->configured);
+
+			r = w == WORKER_ID_REJECTED ? REASON_WORKER_ID_REJECTED :
+				w == WORKER_ID_UNSET ? REASON_NO_WORKER_ID : REASON_NONE;
+		}
+		if (r != REASON_NONE)
+			return r;
+	}
 	return REASON_NONE;
 }
 
@@ -367,38 +498,162 @@ node_refuses(NodeReason r)
 	return r != REASON_NONE && r != REASON_FLOOR_PENDING;
 }
 
-/*
- * The state the node is in, and why: the first of these that holds.  With
- * the lock held, or in the postmaster.
- */
-NodeState
-node_state(NodeReason *reason)
+/* The settings let the mark be read, replayed and written. */
+bool
+node_mark_readable(void)
 {
-	NodeShared *n = node_shared;
-	NodeReason	r = REASON_NONE;
-
-	if (n->disabled != REASON_NONE)
-		r = n->disabled;
-	else if (n->file_trouble != REASON_NONE)
-		r = n->file_trouble;
-	else if (n->rec.state != NODE_READY)
-		r = (NodeReason) n->rec.reason;
-	else if (n->mark_trouble != REASON_NONE)
-		r = n->mark_trouble;
-	*reason = r;
-	if (r != REASON_NONE)
-		return reasons[r].state;
-	return n->floor_pending ? NODE_STARTING : NODE_READY;
+	return node_shared != NULL && node_shared->found[CHECK_CONFIG] == REASON_NONE;
 }
 
-/* Publish the state for readers without the lock. */
+/* ... and the mark can be trusted: the keeper may reserve above it. */
+bool
+node_mark_trusted(void)
+{
+	return node_mark_readable() && node_shared->found[CHECK_MARK] == REASON_NONE &&
+		node_shared->found[CHECK_FILE] != REASON_STATE_UNREADABLE;
+}
+
+/*
+ * Publish the state for readers without the lock (the postmaster at a
+ * reload): the node's state before recovery, and whether those checks let
+ * its worker id be published.
+ */
 void
 node_publish(void)
 {
-	NodeReason	r;
-	NodeState	s = node_state(&r);
+	NodeReason	r = node_verdict_before(&node_shared->rec, CHECK_RECOVERY);
 
-	pg_atomic_write_u32(&node_shared->published, (uint32) s | ((uint32) r << 8));
+	pg_atomic_write_u32(&node_shared->published,
+						(uint32) reasons[r].state | ((uint32) r << 8) |
+						(r == REASON_NONE ? PUBLISH_WORKER : 0));
+}
+
+/* As published: the node's own checks let its worker id be published. */
+bool
+node_publishes_worker(void)
+{
+	return (pg_atomic_read_u32(&node_shared->published) & PUBLISH_WORKER) != 0;
+}
+
+/* Did another system claim this worker id? */
+bool
+node_claimed(const NodeRecord *r, int worker)
+{
+	if (worker < 0)
+		return false;
+	if (worker < CLAIM_BITS)
+		return (r->claimed[worker / 8] & (1 << (worker % 8))) != 0;
+	for (uint32 i = 0; i < Min(r->nhigh, CLAIM_HIGH); i++)
+		if (r->high[i] == worker)
+			return true;
+	/* more such claims arrived than were kept: it may be among them */
+	return r->nhigh > CLAIM_HIGH;
+}
+
+void
+node_add_claim(NodeRecord *r, int worker)
+{
+	if (worker < 0 || node_claimed(r, worker))
+		return;
+	if (worker < CLAIM_BITS)
+		r->claimed[worker / 8] |= (uint8) (1 << (worker % 8));
+	else
+	{
+		if (r->nhigh < CLAIM_HIGH)
+			r->high[r->nhigh] = worker;
+		r->nhigh++;
+	}
+}
+
+void
+node_drop_claim(NodeRecord *r, int worker)
+{
+	if (worker < 0)
+		return;
+	if (worker < CLAIM_BITS)
+		r->claimed[worker / 8] &= (uint8) ~(1 << (worker % 8));
+	else
+		for (uint32 i = 0; i < Min(r->nhigh, CLAIM_HIGH); i++)
+			if (r->high[i] == worker)
+				r->high[i] = -1;
+}
+
+/* Did this node give the worker id up for another? */
+bool
+node_retired(const NodeRecord *r, int worker)
+{
+	for (int i = 0; i < Min(r->nretired, RETIRED_MAX); i++)
+		if (r->retired[i] == worker)
+			return true;
+	return false;
+}
+
+/* The node moves from its worker id to worker: the old one is given up. */
+void
+node_move_worker(NodeRecord *r, int worker)
+{
+	int			n = 0;
+	int32		keep[RETIRED_MAX];
+
+	r->flags &= ~RECORD_WORKER_REPLAYED;
+	if (r->worker == worker)
+		return;
+	if (r->worker != WORKER_ID_UNSET)
+		keep[n++] = r->worker;
+	for (int i = 0; i < Min(r->nretired, RETIRED_MAX) && n < RETIRED_MAX; i++)
+		if (r->retired[i] != worker && r->retired[i] != r->worker)
+			keep[n++] = r->retired[i];
+	memcpy(r->retired, keep, n * sizeof(int32));
+	r->nretired = (uint16) n;
+	r->worker = worker;
+}
+
+/*
+ * Read the record from the files in dir (NULL: this data directory): the
+ * node's part from the file that changed it last, the mark from
+ * snowflake.state.  *found: either held the node's part.  *sres, *ires:
+ * what reading each file gave, for the caller to judge.  Where one file
+ * says the node is held and the other not (a change whose second write
+ * failed, or a crash between the two), the hold: a release is made durable
+ * in both before it counts.
+ */
+void
+node_read(const char *dir, NodeRecord *rec, bool *found, uint64 *swrites,
+		  uint64 *iwrites, MarkResult *sres, MarkResult *ires)
+{
+	char		spath[MAXPGPATH];
+	char		ipath[MAXPGPATH];
+	NodeRecord	s;
+	NodeRecord	i;
+	const char *problem = NULL;
+	bool		snode;
+	bool		inode;
+
+	snprintf(spath, sizeof(spath), "%s%s%s", dir ? dir : "", dir ? "/" : "", SNOWFLAKE_STATE_FILE);
+	snprintf(ipath, sizeof(ipath), "%s%s%s", dir ? dir : "", dir ? "/" : "", SNOWFLAKE_IDENTITY_FILE);
+	*sres = persist_read_file(spath, &s, sizeof(s), swrites, &problem);
+	*ires = persist_read_file(ipath, &i, sizeof(i), iwrites, &problem);
+	snode = *sres == MARK_OK && (s.flags & RECORD_NODE);
+	inode = *ires == MARK_OK && (i.flags & RECORD_NODE);
+
+	memset(rec, 0, sizeof(*rec));
+	if (*sres == MARK_OK)
+		*rec = s;
+	else if (inode)
+	{
+		/*
+		 * The mark of the last change of the node: a bound from below, and
+		 * the floor is looked for as without a file, 1.1's origin too.
+		 */
+		*rec = i;
+		rec->flags = (rec->flags | RECORD_FLOOR_PENDING) & ~RECORD_LEGACY_GONE;
+	}
+	if (inode && (!snode ||
+				  ((s.state == NODE_READY) == (i.state == NODE_READY) ?
+				   i.changes > s.changes : i.state != NODE_READY)))
+		memcpy((char *) rec + NODE_PART, (char *) &i + NODE_PART,
+			   sizeof(*rec) - NODE_PART);
+	*found = snode || inode;
 }
 
 /*
@@ -407,7 +662,7 @@ node_publish(void)
  * changes, and the node's part counts a change), and only then put it in
  * shared memory and publish it.  A file the start could not read is never
  * written (it is left for the operator to look at), nor a damaged state
- * file but by a repair, which clears mark_trouble first; pg_upgrade's
+ * file but by a repair, which clears the mark's trouble first; pg_upgrade's
  * servers write nothing.  Returns false, having changed nothing, if a
  * write failed (reported at elevel).  With the lock held.
  */
@@ -417,11 +672,11 @@ node_save(const NodeRecord *next, int files, int elevel)
 	NodeShared *n = node_shared;
 	NodeRecord	rec = *next;
 
-	if (n->disabled == REASON_BINARY_UPGRADE)
+	if (n->found[CHECK_CONFIG] == REASON_BINARY_UPGRADE)
 		return false;
-	if (n->file_trouble == REASON_STATE_UNREADABLE || n->mark_trouble == REASON_STATE_DAMAGED)
+	if (n->found[CHECK_FILE] == REASON_STATE_UNREADABLE || n->found[CHECK_MARK] == REASON_STATE_DAMAGED)
 		files &= ~SAVE_STATE;
-	if (n->file_trouble == REASON_RECORD_UNREADABLE)
+	if (n->found[CHECK_FILE] == REASON_RECORD_UNREADABLE)
 		files &= ~SAVE_IDENTITY;
 	if (files & SAVE_IDENTITY)
 		rec.changes++;
@@ -468,10 +723,10 @@ node_num(int64 v)
 }
 
 /*
- * Refuse for a reason of the node's state, naming what the record says:
- * the worker id it is held under (for worker_retired, the one given up
- * and the primary's), the file it cannot read, the layouts of a mark
- * beyond the layout in force.
+ * Refuse for a reason of the node's verdict, naming what was found: the
+ * worker id it is held under (for worker_retired, the one given up and the
+ * primary's), the file it cannot read, the layouts of a mark beyond the
+ * layout in force, the setting rejected.
  */
 void
 node_refuse_state(NodeReason r)
@@ -510,4 +765,66 @@ node_refuse_state(NodeReason r)
 		a = (RefuseArgs) {{layout, n->trouble_layout}, {node_num(n->trouble_id), layout},
 		{n->trouble_layout}};
 	node_refuse(r, &a);
+}
+
+/* The names of the reasons in a set of them, for snowflake_node_model(). */
+static Datum
+reason_set(uint64 set)
+{
+	ArrayBuildState *astate = NULL;
+
+	for (int r = 0; r < NUM_REASONS; r++)
+		if (set & R(r))
+			astate = accumArrayResult(astate,
+									  CStringGetTextDatum(r == REASON_NONE ? "ready" : reasons[r].name),
+									  false, TEXTOID, CurrentMemoryContext);
+	return makeArrayResult(astate, CurrentMemoryContext);
+}
+
+/*
+ * snowflake_node_model(): this file's tables, one row per reason (kind
+ * 'reason': its state and SQLSTATE) and per transition (kind 'transition':
+ * the event, the reasons it acts in, the state and reason it leads to,
+ * 'found' and 'copy_reason' standing for what the event found and the
+ * reason a released copy was held for), so that a test compares them with
+ * DESIGN.md's.
+ */
+Datum
+snowflake_node_model(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int r = 1; r < NUM_REASONS; r++)
+	{
+		Datum		values[6] = {0};
+		bool		nulls[6] = {false, false, true, false, false, false};
+
+		values[0] = CStringGetTextDatum("reason");
+		values[1] = CStringGetTextDatum(reasons[r].name);
+		values[3] = CStringGetTextDatum(state_names[reasons[r].state]);
+		values[4] = CStringGetTextDatum(reasons[r].name);
+		nulls[5] = reasons[r].msg == NULL;
+		if (!nulls[5])
+			values[5] = CStringGetTextDatum(unpack_sql_state(reasons[r].sqlstate));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	for (int i = 0; i < (int) lengthof(transitions); i++)
+	{
+		const Transition *t = &transitions[i];
+		Datum		values[6] = {0};
+		bool		nulls[6] = {false, false, false, false, false, true};
+		const char *to = t->to == TO_FOUND ? "found" : t->to == TO_COPY_REASON ? "copy_reason" :
+			t->to == REASON_NONE ? NULL : reasons[t->to].name;
+
+		values[0] = CStringGetTextDatum("transition");
+		values[1] = CStringGetTextDatum(event_names[t->event]);
+		values[2] = reason_set(t->from);
+		values[3] = CStringGetTextDatum(t->to_state == TO_FOUND ? "found" : state_names[t->to_state]);
+		nulls[4] = to == NULL;
+		if (to != NULL)
+			values[4] = CStringGetTextDatum(to);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

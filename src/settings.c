@@ -131,7 +131,7 @@ settings_max_lead_ms(void)
 	/* -1 runs ahead as far as the cap, no further */
 	if (snowflake_max_run_ahead_ms < 0)
 		return RUN_AHEAD_CAP_MS;
-	/* a call waits for the clock up to a second (state.h's window) */
+	/* a call waits for the clock up to a second (mark.h's window) */
 	return Max((int64) snowflake_max_run_ahead_ms,
 			   Max((int64) snowflake_max_clock_backward_ms, 1000));
 }

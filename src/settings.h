@@ -27,7 +27,7 @@
 
 /*
  * This process's view of the settings.  The worker id that goes into IDs
- * is the node's, in shared memory (state.h); snowflake_worker_id is only
+ * is the node's, in shared memory (mark.h); snowflake_worker_id is only
  * what this process read from the configuration.
  */
 extern int	snowflake_worker_id;
