@@ -1,7 +1,10 @@
 # snowflake: Snowflake IDs generated in PostgreSQL's shared memory
 #
 #   make demo       install what is missing, build, start a throwaway server, show IDs
-#   make test       the same set-up, then every regression and TAP test
+#   make test-quick the same set-up, then the regression and isolation tests and
+#                   three TAP tests on this machine's PostgreSQL: a few minutes
+#   make test       every test on PostgreSQL 15 to 19 (JOBS=2 versions at once;
+#                   PG_VERSIONS="15 18" for some of them)
 #   make bench      the benchmark suite (make bench-quick: a smoke run); PG_MAJOR=NN
 #                   runs it on that version, in its Debian chroot if this machine lacks it
 #   make bench-mesh three nodes in an active-active mesh, measured (PostgreSQL 17)
@@ -17,18 +20,19 @@ OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
 	src/identity.o src/claims.o src/confirm.o src/node.o
 # The current version's full install script is built from sql/snowflake.sql
-# (its one source); the released 1.0 script and every update script are
-# installed as they are, named one by one (a wildcard misses them in the
+# (its one source), and so is the update script from the last release,
+# from its template (sql/compose.pl); the scripts and control files of
+# released versions, in released/, never change and are installed as
+# they are, named one by one (a wildcard misses them in the
 # out-of-tree builds of Debian's pg_buildext, which run this Makefile with
 # -f from a build directory and VPATH set to the sources).  An install of
-# 1.1 is 1.0 updated.  test/t/upgrade_extension.pl fails if a released script
-# changes.
+# 1.1 is 1.0 updated.  test/t/upgrade_extension.pl fails if a released
+# script changes.
 EXTVERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" \
 	$(dir $(firstword $(MAKEFILE_LIST)))$(EXTENSION).control)
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = sql/snowflake--1.0.sql \
-	sql/snowflake--1.0--1.1.sql sql/snowflake--1.1--1.2.sql \
-	snowflake--1.0.control snowflake--1.1.control
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql sql/snowflake--1.1--1.2.sql
+DATA = released/snowflake--1.0.sql released/snowflake--1.0--1.1.sql \
+	released/snowflake--1.0.control released/snowflake--1.1.control
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
@@ -60,13 +64,17 @@ sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	@mkdir -p sql
 	cp $< $@
 
+sql/snowflake--1.1--1.2.sql: sql/snowflake--1.1--1.2.sql.in sql/$(EXTENSION).sql sql/compose.pl
+	@mkdir -p sql
+	perl $(word 3,$^) $(word 1,$^) $(word 2,$^) >$@.tmp && mv $@.tmp $@
+
 # out-of-tree builds need the object directory
 $(OBJS): | objdir
 .PHONY: objdir
 objdir:
 	@mkdir -p src
 
-.PHONY: demo demo-stop test bench bench-quick bench-mesh deb torture installcheck-requirements
+.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture installcheck-requirements
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -76,6 +84,11 @@ demo-stop:
 
 test:
 	PG_MAJOR=$(PG_MAJOR) bash test/run.sh
+
+test-quick:
+	PG_MAJOR=$(PG_MAJOR) PG_VERSIONS=$(PG_MAJOR) EXTRAS=no SUITE_PARTS='regress isolation tap' \
+		PROVE_TESTS='t/gen_concurrency.pl t/clock_backwards.pl t/durable_crash_restart.pl' \
+		bash test/run.sh
 
 bench:
 	PG_MAJOR=$(PG_MAJOR) bash test/bench/run.sh

@@ -1,8 +1,11 @@
 /*
  * snowflake.sql: the full install script of the current version, the one
  * source of its SQL.  The Makefile copies it to snowflake--VERSION.sql
- * (VERSION: default_version in snowflake.control).  Every change here goes
- * into the update script from the last release too; test/t/upgrade_extension.pl
+ * (VERSION: default_version in snowflake.control), and makes the update
+ * script from the last release from that script's template, which takes
+ * the sections marked "-- @begin NAME" ... "-- @end NAME" here: an object
+ * new or changed since the last release is in such a section, and the
+ * template copies it (sql/compose.pl).  test/t/upgrade_extension.pl
  * checks that both give the same extension.
  */
 
@@ -62,6 +65,7 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION snowflake_nextval() IS
 'next Snowflake ID of this node: unique across the node, greater than every ID it issued before';
 
+-- @begin next_id
 -- snowflake_nextval() by a name without "nextval", for the tools that take
 -- any column default holding that word for a sequence (MikroORM's schema
 -- diff, which then changes the column's type on every run)
@@ -72,6 +76,7 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION snowflake_next_id() IS
 'snowflake_nextval() by another name, for column defaults of tools that take a default naming nextval for a sequence';
+-- @end next_id
 
 CREATE FUNCTION snowflake_currval()
 RETURNS bigint
@@ -81,6 +86,7 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION snowflake_currval() IS
 'last ID that snowflake_nextval() returned in this session';
 
+-- @begin blocks
 --
 -- Blocks of IDs, for keys assigned before the insert (Hibernate's pooled
 -- optimizers, HiLo, a batch of parents and children): n consecutive
@@ -113,6 +119,7 @@ ROWS 100 SUPPORT snowflake_nextval_series_support;
 
 COMMENT ON FUNCTION snowflake_nextval_series(integer) IS
 'the n IDs of one block of this node, in ascending order, reserved at once as by snowflake_nextval_block()';
+-- @end blocks
 
 --
 -- Decoding under the server's layout.  snowflake.layout is fixed while the
@@ -137,8 +144,10 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'snowflake_decode_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- @begin comment_decode
 COMMENT ON FUNCTION snowflake_decode(bigint, text) IS
 'time, worker id and sequence number of an ID of the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'')';
+-- @end comment_decode
 
 CREATE FUNCTION snowflake_timestamp(id bigint)
 RETURNS timestamptz
@@ -153,24 +162,30 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'snowflake_timestamp_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- @begin comment_timestamp
 COMMENT ON FUNCTION snowflake_timestamp(bigint, text) IS
 'time at which an ID of the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'') was generated, to the tick';
+-- @end comment_timestamp
 
 CREATE FUNCTION snowflake_from_timestamp(ts timestamptz)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_from_timestamp'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
+-- @begin comment_from_timestamp
 COMMENT ON FUNCTION snowflake_from_timestamp(timestamptz) IS
 'smallest ID of the tick that holds that time, in the server''s layout: a bound for range scans on the key';
+-- @end comment_from_timestamp
 
 CREATE FUNCTION snowflake_from_timestamp(ts timestamptz, layout text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_from_timestamp_layout'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- @begin comment_from_timestamp_layout
 COMMENT ON FUNCTION snowflake_from_timestamp(timestamptz, text) IS
 'smallest ID of the tick that holds that time, in the named layout (a preset, ''shardingsphere@ZONE'' or ''custom:T/W/S/Nms/EPOCH'')';
+-- @end comment_from_timestamp_layout
 
 --
 -- Reference and monitoring.
@@ -186,6 +201,7 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION snowflake_layouts() IS
 'the layout presets: field widths, time unit, epoch and end of life';
 
+-- @begin node_model
 -- The node's model as the library holds it: each reason (its state and
 -- SQLSTATE), and each transition of the node's durable state (an event,
 -- the reasons it acts in, the state and reason it leads to).  Fixed by the
@@ -199,7 +215,9 @@ LANGUAGE C STABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_node_model() IS
 'the node''s reasons and the transitions of its state, as the library holds them';
+-- @end node_model
 
+-- @begin status
 -- The counters change with every call: VOLATILE.  They live in shared
 -- memory, so any process, a parallel worker too, reads the same values.
 CREATE FUNCTION snowflake_status(
@@ -223,6 +241,7 @@ COMMENT ON VIEW snowflake_status IS
 'state and counters of this node''s generator since the server started';
 
 GRANT SELECT ON snowflake_status TO PUBLIC;
+-- @end status
 
 -- The node's worker id in force: the one its IDs carry.  It follows
 -- snowflake.worker_id after a reload, as one event for the whole node.
@@ -234,6 +253,7 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION snowflake_worker_id() IS
 'the worker id this node writes into its IDs; an error if the node cannot generate';
 
+-- @begin repair_state
 -- The operator's way out of a damaged state file.  Superuser only: it
 -- decides above which ID the node continues.  A value ahead of the clock
 -- by more than the policy allows, or in the layout's last tick, needs
@@ -247,6 +267,7 @@ COMMENT ON FUNCTION snowflake_repair_state(bigint, boolean) IS
 'rewrite a damaged snowflake.state: continue above the given ID and every reservation replayed from WAL since the server started; force accepts a value far ahead of the clock, and undoes an earlier repair while no ID was issued above it';
 
 REVOKE ALL ON FUNCTION snowflake_repair_state(bigint, boolean) FROM PUBLIC;
+-- @end repair_state
 
 --
 -- The other schemes of the source documents.
@@ -259,9 +280,11 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION decimal_id_nextval() IS
 'next DecimalId of this node: counter * 10^10 + generator_id * 10^5 + launch_id';
 
+-- @begin decimal_id_grant
 -- Each call spends a share of the node's generator ids, which every role
 -- and every restart draw from: only the roles granted it may call it.
 REVOKE ALL ON FUNCTION decimal_id_nextval() FROM PUBLIC;
+-- @end decimal_id_grant
 
 CREATE FUNCTION decimal_id_decode(id bigint,
 	OUT counter bigint, OUT generator_id integer, OUT launch_id integer)
@@ -326,6 +349,7 @@ COMMENT ON TABLE snowflake_workers IS
 
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.snowflake_workers', '');
 
+-- @begin claim_worker
 CREATE FUNCTION snowflake_claim_worker(node_name text DEFAULT NULL)
 RETURNS @extschema@.snowflake_workers
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -352,10 +376,12 @@ BEGIN
 	END IF;
 	RETURN claim;
 END $$;
+-- @end claim_worker
 
 COMMENT ON FUNCTION snowflake_claim_worker(text) IS
 'record that this system uses its snowflake.worker_id; fails if another system claimed it';
 
+-- @begin convert_column
 --
 -- Converting an existing key column to snowflake_nextval(), through ALTER
 -- TABLE only, in the caller's transaction.
@@ -471,10 +497,12 @@ BEGIN
 							   coalesce(max_value::text, '(none)'), floor_id);
 	RETURN format('%s.%I now defaults to snowflake.snowflake_nextval(): %s', tbl, col, array_to_string(report, '; '));
 END $$;
+-- @end convert_column
 
 COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 'switch a bigserial, nextval() or identity column to DEFAULT snowflake_nextval(), after checking its values';
 
+-- @begin narrow_defaults
 --
 -- Columns too narrow for the IDs.  A column whose default generates IDs
 -- and whose type holds no bigint exactly either fails on its first insert
@@ -641,7 +669,9 @@ EXECUTE FUNCTION snowflake_narrow_defaults_check();
 
 COMMENT ON EVENT TRIGGER snowflake_narrow_defaults_check IS
 'refuses a default that generates snowflake IDs on a column or domain of a type that holds no bigint exactly';
+-- @end narrow_defaults
 
+-- @begin identity
 --
 -- The node's identity: a copy, an upgrade or a restore of a node is held
 -- back until it gets a worker id of its own or is confirmed as that node.
@@ -729,7 +759,9 @@ FOR EACH ROW EXECUTE FUNCTION snowflake_workers_arrived();
 -- replica: a restore run so, logical replication's apply): a claim that
 -- arrives by any of them is kept
 ALTER TABLE snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_arrived;
+-- @end identity
 
+-- @begin workers_guard
 --
 -- Only superusers change the claims, whatever privileges a role holds on
 -- the table: pg_write_all_data grants INSERT, UPDATE and DELETE on every
@@ -754,10 +786,12 @@ FOR EACH STATEMENT EXECUTE FUNCTION snowflake_workers_guard();
 
 ALTER TABLE snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_guard;
 ALTER TABLE snowflake_workers ENABLE ALWAYS TRIGGER snowflake_workers_guard_truncate;
+-- @end workers_guard
 
 -- a fresh install: a data directory without snowflake state is a new node
 SELECT @extschema@.snowflake_identity_installed();
 
+-- @begin mesh
 --
 -- The mesh.  What each node does in a change of an active-active mesh
 -- (scripts/snowflake-mesh sequences these calls across the nodes, one
@@ -1686,7 +1720,9 @@ COMMENT ON FUNCTION snowflake_mesh_state(name) IS
 'this node''s part of the mesh: subscriptions, slots, tables, claims, changes, and the faults found here';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
+-- @end mesh
 
+-- @begin schema_check
 --
 -- Last, the schema the extension ended up in, by OID: it was checked by
 -- name at the start, but another role might have made or swapped it since
@@ -1733,3 +1769,4 @@ BEGIN
 				  HINT = 'Drop or rename that schema (or move those objects out of it), then run the command again as a superuser; CREATE EXTENSION makes the schema itself.';
 	END IF;
 END $$;
+-- @end schema_check

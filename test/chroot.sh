@@ -2,14 +2,18 @@
 # test/chroot.sh VERSION: the tests of one PostgreSQL version that the host
 # does not have, in a Debian chroot that has it.  Makes the chroot with
 # mmdebstrap from the host's Debian mirror (PostgreSQL 17 from trixie, 18
-# from sid, 19 from experimental on top of sid; 16, which no Debian suite
-# carries, built in a bookworm chroot from the source tarball in
-# ../shared/pg16 beside the checkout, by test/pgsource.sh), or reuses the
-# one in /var/tmp/snowflake-chroot-VERSION; copies the sources in and runs
+# from sid, 19 from experimental on top of sid), or reuses the one in
+# /var/tmp/snowflake-chroot-VERSION; copies the sources in and runs
 # test/suite.sh there (or SUITE_SCRIPT, a path in the sources), with /proc
-# and /dev/shm mounted for the run only.
+# and /dev/shm mounted for the run only.  16, which no Debian suite
+# carries, comes from the PostgreSQL project's own packages
+# (apt.postgresql.org, bookworm-pgdg) where they can be reached, as on a
+# user's machine; otherwise it is built in a bookworm chroot from the
+# source tarball in ../shared/pg16 beside the checkout (SNOWFLAKE_SHARED
+# names another folder), by test/pgsource.sh; with neither, it is skipped.
 # Ends with the suite's line "PostgreSQL VERSION: N passed, M failed"; a
-# chroot that cannot be made counts as one failure, and says so.
+# chroot that cannot be made counts as one failure, and says so; a version
+# skipped says "PostgreSQL VERSION: skipped: WHY" and exits 0.
 set -euo pipefail
 
 V=${1:?usage: test/chroot.sh VERSION}
@@ -27,22 +31,52 @@ not_built() {
 	exit 1
 }
 
+skipped() {
+	echo "PostgreSQL $V: skipped: $*"
+	exit 0
+}
+
+# The PostgreSQL project's apt repository, and the fingerprint of the key
+# that signs it
+PGDG_URL=http://apt.postgresql.org/pub/repos/apt
+PGDG_KEY_URL=https://www.postgresql.org/media/keys/ACCC4CF8.asc
+PGDG_FINGERPRINT=B97B0AFCAA1A47F044F244A07FCC7D46ACCC4CF8
+pgdg_reachable() {
+	command -v curl >/dev/null &&
+		curl -fsS --max-time 20 -o /dev/null "$PGDG_URL/dists/bookworm-pgdg/Release" 2>/dev/null
+}
+
 # A version built from source: its tarball in the folder shared/ that is
 # beside the checkout (SNOWFLAKE_SHARED elsewhere), and its checksum.
-SOURCE='' SOURCE_SHA256=''
+SOURCE='' SOURCE_SHA256='' PGDG=no
+SHARED=${SNOWFLAKE_SHARED:-$(dirname "$SRC")/shared}
 case $V in
 15) SUITE=bookworm EXTRA= ;;
 16)
 	SUITE=bookworm EXTRA=
-	SOURCE=pg16/postgresql-16.2.tar.gz
-	SOURCE_SHA256=58dd6a78df4adaab80740283eb4a9650399aac79f8de3320faf43b93af063350
+	# a chroot made before is kept, whichever way it got 16
+	made=$(cat "$BASE/snowflake-chroot-16/etc/snowflake-chroot" 2>/dev/null || true)
+	case $made in
+	*" pgdg="*) PGDG=yes ;;
+	*" source="*) ;;
+	*)
+		if pgdg_reachable; then
+			PGDG=yes
+		elif [ ! -f "$SHARED/pg16/postgresql-16.2.tar.gz" ]; then
+			skipped "no Debian suite carries it, apt.postgresql.org cannot be reached from here, and there is no $SHARED/pg16/postgresql-16.2.tar.gz. Put PostgreSQL 16.2's source tarball there (sha256 58dd6a78df4adaab80740283eb4a9650399aac79f8de3320faf43b93af063350; SNOWFLAKE_SHARED=/path names the folder that holds pg16/), or leave 16 out: PG_VERSIONS='15 17 18 19' make test"
+		fi
+		;;
+	esac
+	if [ $PGDG = no ]; then
+		SOURCE=pg16/postgresql-16.2.tar.gz
+		SOURCE_SHA256=58dd6a78df4adaab80740283eb4a9650399aac79f8de3320faf43b93af063350
+	fi
 	;;
 17) SUITE=trixie EXTRA= ;;
 18) SUITE=sid EXTRA= ;;
 19) SUITE=sid EXTRA=experimental ;;
 *) not_built "no Debian release has postgresql-$V" ;;
 esac
-SHARED=${SNOWFLAKE_SHARED:-$(dirname "$SRC")/shared}
 
 # The host's Debian mirror, from its apt sources (deb822 or one-line).
 host_mirror() {
@@ -58,6 +92,7 @@ host_mirror() {
 MIRROR=${SNOWFLAKE_MIRROR:-$(host_mirror)}
 
 if [ -z "$SOURCE" ]; then
+	# (from apt.postgresql.org, for 16, these and their libpq)
 	PKGS="postgresql-$V postgresql-server-dev-$V"
 else
 	# what building PostgreSQL from its source tree needs
@@ -70,6 +105,7 @@ STAMP="suite=$SUITE${EXTRA:++$EXTRA} packages=$PKGS"
 # a new tarball or a new way to build it makes the chroot again
 [ -z "$SOURCE" ] ||
 	STAMP="$STAMP source=$SOURCE_SHA256 build=$(sha256sum <"$SRC/test/pgsource.sh" | cut -c1-16)"
+[ $PGDG = no ] || STAMP="$STAMP pgdg=$PGDG_URL"
 
 # One run at a time per chroot.
 mkdir -p "$BASE"
@@ -111,6 +147,20 @@ build_from_source() {
 	echo "PostgreSQL $V: built from source ($(tail -n 1 "$log" | sed 's/^PostgreSQL //')) in $(($(date +%s) - t0)) s"
 }
 
+# pgdg_key FILE: the PostgreSQL project's apt key, checked
+pgdg_key() {
+	local file=$1 fpr
+	command -v gpg >/dev/null || {
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends gpg >/dev/null
+	} || not_built "gpg, to check apt.postgresql.org's key, is not installed and could not be"
+	curl -fsS --max-time 60 -o "$file" "$PGDG_KEY_URL" ||
+		not_built "could not fetch $PGDG_KEY_URL"
+	fpr=$(gpg --show-keys --with-colons "$file" 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')
+	[ "$fpr" = "$PGDG_FINGERPRINT" ] ||
+		not_built "$PGDG_KEY_URL has fingerprint ${fpr:-none}, not $PGDG_FINGERPRINT"
+}
+
 make_chroot() {
 	local tmp log sources hooks
 	# the remains of a run that died while making one
@@ -139,6 +189,14 @@ make_chroot() {
 	log=$tmp.log
 	sources=("deb $MIRROR $SUITE main")
 	hooks=()
+	if [ $PGDG = yes ]; then
+		# the project's key, taken over HTTPS and checked against its
+		# fingerprint, trusted in the chroot before apt first runs
+		pgdg_key "$tmp.pgdg.asc"
+		sources+=("deb $PGDG_URL $SUITE-pgdg main")
+		hooks+=(--setup-hook="mkdir -p \"\$1/etc/apt/trusted.gpg.d\" && cp '$tmp.pgdg.asc' \"\$1/etc/apt/trusted.gpg.d/apt.postgresql.org.asc\"")
+		hooks+=(--skip=check/signed-by)
+	fi
 	if [ -n "$EXTRA" ]; then
 		sources+=("deb $MIRROR $EXTRA main")
 		# PostgreSQL and its libpq from there, everything else from $SUITE
@@ -161,6 +219,8 @@ make_chroot() {
 		rm -rf "$tmp"
 		not_built "mmdebstrap failed (log: $log): $(grep -E '^ .* : Depends: |^E: ' "$log" | head -n 1 | sed 's/^ *//')"
 	fi
+	rm -f "$tmp.pgdg.asc"
+	[ $PGDG = no ] || echo "PostgreSQL $V: installed from apt.postgresql.org ($(chroot "$tmp" dpkg-query -W -f='${Version}' "postgresql-$V")) in $(($(date +%s) - t0)) s"
 	printf '#!/bin/sh\n# no service starts in this chroot\nexit 101\n' >"$tmp/usr/sbin/policy-rc.d"
 	chmod 755 "$tmp/usr/sbin/policy-rc.d"
 	[ -z "$SOURCE" ] || build_from_source "$tmp"

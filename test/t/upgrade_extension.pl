@@ -9,6 +9,7 @@
 use strict;
 use warnings;
 use Digest::SHA;
+use IPC::Run;
 use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -24,13 +25,14 @@ my %frozen = (
 	'snowflake--1.0--1.1.sql' => '642266d0518812aca9815797dd1f6366c36581ef63d301fffca77e8f8f5b61ca',
 );
 my $sql = dirname(__FILE__) . '/../../sql';
+my $frozen_dir = dirname(__FILE__) . '/../../released';
 for my $f (sort keys %frozen)
 {
-	is(Digest::SHA->new(256)->addfile("$sql/$f", 'b')->hexdigest, $frozen{$f}, "$f is as released");
+	is(Digest::SHA->new(256)->addfile("$frozen_dir/$f", 'b')->hexdigest, $frozen{$f}, "released/$f is as released");
 }
 # a script that makes a released version is one of them
 my $released = join '|', map { quotemeta } @released;
-for my $f (map { s{.*/}{}r } glob("$sql/snowflake--*.sql"))
+for my $f (map { s{.*/}{}r } glob("$sql/snowflake--*.sql $frozen_dir/snowflake--*.sql"))
 {
 	next unless $f =~ /^snowflake--(?:[^-]+--)?($released)\.sql$/;
 	ok(exists $frozen{$f}, "$f, which makes released $1, is recorded as released");
@@ -141,6 +143,18 @@ my $sharedir = $node->config_data('--sharedir');
 is(Digest::SHA->new(256)->addfile("$sharedir/extension/snowflake--$default.sql", 'b')->hexdigest,
 	Digest::SHA->new(256)->addfile("$sql/snowflake.sql", 'b')->hexdigest,
 	"the installed script of $default is sql/snowflake.sql");
+# the update script from the last release is made from its template and
+# the one source: no object of the source is written twice
+for my $in (glob("$sql/snowflake--*--$default.sql.in"))
+{
+	my $made = "$sharedir/extension/" . ($in =~ s{.*/}{}r =~ s/\.in$//r);
+	my ($out, $err);
+	IPC::Run::run([ $^X, "$sql/compose.pl", $in, "$sql/snowflake.sql" ], '>', \$out, '2>', \$err)
+	  or die "compose.pl: $err";
+	is(Digest::SHA->new(256)->add($out)->hexdigest, Digest::SHA->new(256)->addfile($made, 'b')->hexdigest,
+		"the installed $made is made from its template");
+	unlike(slurp_file($in), qr/^CREATE (?:OR REPLACE )?FUNCTION /m, "its template $in defines no function itself");
+}
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', 'CREATE EXTENSION snowflake');
 my $want = extension_in('fresh');
@@ -182,7 +196,9 @@ for my $p (@paths)
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, "CREATE EXTENSION snowflake VERSION '$v'");
 	$node->safe_psql($db, "ALTER EXTENSION snowflake UPDATE TO '$_'") for @stops;
-	$node->safe_psql($db, 'ALTER EXTENSION snowflake UPDATE');
+	# the update's own search_path stays in it
+	is($node->safe_psql($db, "SET search_path = public, pg_temp; ALTER EXTENSION snowflake UPDATE; SHOW search_path"),
+		'public, pg_temp', "$name: the caller's search_path is kept");
 	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'snowflake'"),
 		$default, "$name: at $default");
 	my $got = extension_in($db);
