@@ -407,6 +407,8 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 				 errdetail("This server cannot know how far the IDs of the node it replaces went: its WAL may end before the node's last IDs."),
 				 errhint("Give stopped_at => the time the node stopped, above => the highest ID it issued, or old_data_directory => the old cluster's data directory after pg_upgrade.")));
 
+	/* this data directory is the node: its sign, for when its files are gone */
+	identity_note_ran();
 	pend_confirm(floor_id, &old);
 	/* what IDs continue above once it commits, as far as it is known now */
 	PG_RETURN_INT64(Max(floor_id, mark_last_id()));
@@ -415,17 +417,25 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 static bool
 change_installed(NodeRecord *r, const void *arg)
 {
+	/* the extension ran here before: its files are gone, not yet made */
+	if (*(const bool *) arg && node_apply(r, EV_RAN_BEFORE, REASON_NONE))
+		return true;
 	return node_apply(r, EV_INSTALLED, REASON_NONE);
 }
 
 /*
  * Called by the install scripts (of every version): a data directory that
  * never ran the library is a fresh node once the extension is created
- * here, also without preloading or with settings it rejects.
+ * here, also without preloading or with settings it rejects; one where it
+ * ran before (the sign identity_note_ran() leaves) and whose files are
+ * gone may be a copy, and stays held.  The sign is left for the next.
  */
 Datum
 snowflake_identity_installed(PG_FUNCTION_ARGS)
 {
-	identity_change(change_installed, NULL, ERROR);
+	bool		ran_before = identity_ran_before();
+
+	identity_change(change_installed, &ran_before, ERROR);
+	identity_note_ran();
 	PG_RETURN_VOID();
 }

@@ -36,11 +36,13 @@
 #include <unistd.h>
 
 #include "access/parallel.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "miscadmin.h"
+#include "replication/origin.h"
 
 #include "identity.h"
 #include "mark.h"
@@ -48,6 +50,8 @@
 #include "persist.h"
 #include "settings.h"
 #include "wal.h"
+
+static bool change_ran_before(NodeRecord *r, const void *arg);
 
 /* This data directory's system identifier, from pg_control. */
 uint64
@@ -312,9 +316,18 @@ identity_start(StartEvidence *ev)
 		r->worker = snowflake_worker_id;
 		(void) node_apply(r, EV_START_RECORD_DAMAGED, REASON_NONE);
 	}
+	else if (!ev->found && r->mark_id == 0 && signal != REASON_NONE)
+	{
+		/* a base backup or a restore whose files were removed: a copy */
+		r->worker = snowflake_worker_id;
+		(void) node_apply(r, EV_START_COPY, signal);
+	}
 	else if (!ev->found && r->mark_id == 0)
 	{
-		/* never ran the library: a new node, or one whose files are gone */
+		/*
+		 * Never ran the library, or its files are gone: a backend tells the
+		 * two apart by the catalog (identity_ran_before())
+		 */
 		r->worker = snowflake_worker_id;
 		(void) node_apply(r, EV_START_NO_RECORD,
 						  standby ? REASON_NEW_AS_STANDBY : REASON_NEVER_INSTALLED);
@@ -511,18 +524,54 @@ identity_verdict(bool settle_now, NodeCheck upto)
 	NodeRecord	r;
 	NodeReason	v;
 	bool		primary = !RecoveryInProgress() && !IsParallelWorker();
+	bool		ran_before;
 
 	if (node_shared == NULL)
 		return REASON_NOT_PRELOADED;
+	/* what the catalog says, read outside the lock */
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	r = node_shared->rec;
+	LWLockRelease(node_shared->lock);
+	ran_before = node_acts(&r, EV_RAN_BEFORE) && identity_ran_before();
 	if (settle_now && node_found(CHECK_CONFIG) == REASON_NONE && IsUnderPostmaster)
-		settle_locked(primary);
+	{
+		if (ran_before)
+			identity_change(change_ran_before, NULL, ERROR);
+		else
+			settle_locked(primary);
+	}
 	LWLockAcquire(node_shared->lock, LW_SHARED);
 	r = node_shared->rec;
 	if (!settle_now && node_found(CHECK_CONFIG) == REASON_NONE)
+	{
+		if (ran_before)
+			(void) node_apply(&r, EV_RAN_BEFORE, REASON_NONE);
 		apply_worker(&r, node_configured_worker(), primary);
+	}
 	v = node_verdict_before(&r, upto);
 	LWLockRelease(node_shared->lock);
 	return v;
+}
+
+/*
+ * Whether the extension ran in this data directory before: its replication
+ * origin, a row of a shared catalog, which the removal of its files
+ * leaves, DROP EXTENSION keeps, every database sees and every copy of the
+ * directory has.  Only in a transaction (a backend).
+ */
+bool
+identity_ran_before(void)
+{
+	return IsTransactionState() &&
+		replorigin_by_name(SNOWFLAKE_NODE_ORIGIN, true) != InvalidRepOriginId;
+}
+
+/* Leave that sign, if it is not there yet: an install script, a confirmation. */
+void
+identity_note_ran(void)
+{
+	if (!identity_ran_before())
+		(void) replorigin_create(SNOWFLAKE_NODE_ORIGIN);
 }
 
 /*
@@ -591,6 +640,12 @@ identity_change(bool (*change) (NodeRecord *r, const void *arg), const void *arg
 		identity_publish();
 	}
 	LWLockRelease(node_shared->lock);
+}
+
+static bool
+change_ran_before(NodeRecord *r, const void *arg)
+{
+	return node_apply(r, EV_RAN_BEFORE, REASON_NONE);
 }
 
 static bool

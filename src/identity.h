@@ -37,6 +37,8 @@ extern void identity_change(bool (*change) (NodeRecord *r, const void *arg),
 							const void *arg, int elevel);
 extern void identity_log_record(const NodeRecord *r);
 extern uint64 identity_system(void);
+extern bool identity_ran_before(void);
+extern void identity_note_ran(void);
 extern uint64 identity_directory(void);
 
 /* claims.c */

@@ -74,7 +74,7 @@ typedef struct ReasonRow
 #define SF_SQLSTATE(n)	MAKE_SQLSTATE('5', '5', 'S', '0', n)
 
 #define COPY_MSG	"snowflake data directory is a copy of the node with worker id %s"
-#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped."
+#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from and that node stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped."
 #define FLOOR_MSG	"snowflake does not know which IDs were issued before this data directory"
 #define FILE_MSG	"could not read snowflake file \"%s\""
 #define FILE_DETAIL "It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."
@@ -100,8 +100,8 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1'), COPY_MSG,
 		"Its file snowflake.identity is damaged, so the node cannot tell whether this data directory is a copy.", COPY_HINT},
 	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2'), FLOOR_MSG,
-		"It has neither snowflake.state nor snowflake.identity, and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
-		"As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID."},
+		"It has neither snowflake.state nor snowflake.identity, and no install script of the extension ran in this data directory (no replication origin \"" SNOWFLAKE_NODE_ORIGIN "\").",
+		"Give it a worker id of its own if its catalog came from a node that may still run; then, as a new node, CREATE EXTENSION snowflake in a database releases it. If it replaces a node that stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped instead."},
 	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2'), FLOOR_MSG,
 		"It started as a standby without snowflake.state, and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
 		"As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID."},
@@ -205,6 +205,10 @@ static const ReasonRow reasons[NUM_REASONS] = {
 		"snowflake layout \"%s\" has run out of time bits",
 		"Its last representable time is %s.",
 		"Move to a layout with a later end of life."},
+	[REASON_FILES_REMOVED] = {NODE_HELD_COPY, "files_removed", SF_SQLSTATE('1'),
+		"snowflake data directory may be a copy of the node with worker id %s",
+		"Its files snowflake.state and snowflake.identity are gone, and the extension ran here before (replication origin \"" SNOWFLAKE_NODE_ORIGIN "\"): it may be a copy of a server that still runs under worker id %s, and it cannot know how far that node's IDs went.",
+		"Give this server a worker id no other node uses in snowflake.worker_id and reload. Only if it is that node itself and no copy of it runs, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped."},
 	/* DecimalId's generator, not the node's: the view does not show them */
 	[REASON_DECIMAL_RANGE] = {NODE_READY, "decimal_range", ERRCODE_CONFIG_FILE_ERROR,
 		"DecimalId generator range is empty",
@@ -243,7 +247,7 @@ static const char *const state_names[] = {
 #define READY		R(REASON_NONE)
 #define COPY		(R(REASON_BACKUP_LABEL) | R(REASON_RECOVERY_SIGNAL) | \
 					 R(REASON_OTHER_DIRECTORY) | R(REASON_OTHER_SYSTEM) | \
-					 R(REASON_RECORD_DAMAGED))
+					 R(REASON_RECORD_DAMAGED) | R(REASON_FILES_REMOVED))
 #define FLOOR		(R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY) | \
 					 R(REASON_UPGRADED))
 #define CLAIMED		(R(REASON_CLAIMED_ELSEWHERE) | R(REASON_WORKER_RETIRED))
@@ -270,6 +274,8 @@ static const Transition transitions[] = {
 	{EV_START_COPY, READY, NODE_HELD_COPY, TO_FOUND},
 	{EV_START_NO_RECORD, ANY, NODE_HELD_FLOOR, TO_FOUND},
 	{EV_START_RECORD_DAMAGED, ANY, NODE_HELD_COPY, REASON_RECORD_DAMAGED},
+	/* a backend: the catalog shows the extension ran here before */
+	{EV_RAN_BEFORE, R(REASON_NEVER_INSTALLED), NODE_HELD_COPY, REASON_FILES_REMOVED},
 	/* what made it: an install script, pg_upgrade */
 	{EV_INSTALLED, R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY), NODE_READY, REASON_NONE},
 	{EV_UPGRADED, R(REASON_NEVER_INSTALLED), NODE_HELD_FLOOR, REASON_UPGRADED},
@@ -292,6 +298,7 @@ static const char *const event_names[] = {
 	[EV_START_COPY] = "start_copy",
 	[EV_START_NO_RECORD] = "start_no_record",
 	[EV_START_RECORD_DAMAGED] = "start_record_damaged",
+	[EV_RAN_BEFORE] = "ran_before",
 	[EV_INSTALLED] = "installed",
 	[EV_UPGRADED] = "upgraded",
 	[EV_WORKER_SAME] = "worker_same",
@@ -359,6 +366,15 @@ node_apply(NodeRecord *r, NodeEvent ev, NodeReason found)
 		return true;
 	}
 	return false;
+}
+
+/* Whether an event would change a record: a row of the table acts in it. */
+bool
+node_acts(const NodeRecord *r, NodeEvent ev)
+{
+	NodeRecord	copy = *r;
+
+	return node_apply(&copy, ev, REASON_NONE);
 }
 
 /*
@@ -733,7 +749,8 @@ node_refuse_state(NodeReason r)
 {
 	NodeShared *n = node_shared;
 	const SettingsFound *f = settings_found();
-	const char *worker = n != NULL ? node_num(n->rec.worker) : NULL;
+	const char *worker = n == NULL ? NULL :
+		n->rec.worker == WORKER_ID_UNSET ? "(unknown)" : node_num(n->rec.worker);
 	const char *layout = snowflake_layout->name;
 	RefuseArgs	a = {{worker}};
 
@@ -754,6 +771,8 @@ node_refuse_state(NodeReason r)
 
 		a = (RefuseArgs) {{given_up}, {given_up}, {worker}};
 	}
+	else if (r == REASON_FILES_REMOVED)
+		a.detail[0] = worker;
 	else if (r == REASON_CLAIMED_ELSEWHERE)
 		a.detail[0] = n->rec.other_system != 0 ?
 			psprintf(UINT64_FORMAT, n->rec.other_system) : "unknown";

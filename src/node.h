@@ -101,6 +101,8 @@ typedef enum NodeReason
 	REASON_DECIMAL_RANGE,
 	REASON_DECIMAL_FILE,
 	REASON_DECIMAL_USED_UP,
+	/* NODE_HELD_COPY */
+	REASON_FILES_REMOVED,
 	NUM_REASONS
 } NodeReason;
 
@@ -114,6 +116,8 @@ typedef enum NodeEvent
 	EV_START_COPY,				/* start: a sign of a copy (the reason) */
 	EV_START_NO_RECORD,			/* start: neither file (the reason) */
 	EV_START_RECORD_DAMAGED,	/* start: snowflake.identity damaged, alone */
+	EV_RAN_BEFORE,				/* the extension ran here before: its mark in
+								 * the catalog */
 	EV_INSTALLED,				/* an install script ran here */
 	EV_UPGRADED,				/* pg_upgrade made this data directory */
 	EV_WORKER_SAME,				/* the worker id in force is the one it names */
@@ -188,6 +192,14 @@ typedef struct NodeRecord
 #define SNOWFLAKE_IDENTITY_FILE	"snowflake.identity"
 
 /*
+ * The replication origin (a row of a shared catalog, no slot) the install
+ * scripts and a confirmation leave, so that a data directory whose files
+ * are gone still shows it ran the extension: copied with it, kept by DROP
+ * EXTENSION, seen from every database.
+ */
+#define SNOWFLAKE_NODE_ORIGIN	"snowflake_node"
+
+/*
  * What node_verdict() asks, in its order; the state shown is the one of
  * the first that holds, and a step that mends one asks only those before
  * it.  The record holds CHECK_HOLD, this process CHECK_RECOVERY, the
@@ -256,6 +268,7 @@ extern const char *node_state_name(NodeState s);
 extern const char *node_reason_name(NodeReason r);
 extern NodeState node_reason_state(NodeReason r);
 extern bool node_apply(NodeRecord *r, NodeEvent ev, NodeReason found);
+extern bool node_acts(const NodeRecord *r, NodeEvent ev);
 extern bool node_follows_worker(const NodeRecord *r);
 extern void node_find(NodeCheck check, NodeReason r);
 extern NodeReason node_found(NodeCheck check);

@@ -75,7 +75,7 @@ my %refusal_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 55S05
 my %state_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 F0000);
 # what a node held back refuses with, by what the model says it is
 my %held = (
-	copy => [ '55S01', qw(backup_label recovery_signal other_directory) ],
+	copy => [ '55S01', qw(backup_label recovery_signal other_directory files_removed) ],
 	upgraded => [ '55S02', 'upgraded' ],
 	new => [ '55S02', qw(new_as_standby never_installed) ],
 	inherited => [ '55S03', 'claimed_elsewhere' ],
@@ -1722,7 +1722,9 @@ sub wanted
 # One of the node's files removed from a data directory held back, while
 # the server is stopped (snowflake.identity or snowflake.state: each holds
 # the whole record), and the server started again: it is held back for the
-# same reason.
+# same reason.  Or, from a copy, both: it is held back as one that may be a
+# copy (the extension ran there: its sign in the catalog stays), whatever
+# install script runs.
 sub remove_held_file
 {
 	my ($h, $node, $what) = @_;
@@ -1731,16 +1733,29 @@ sub remove_held_file
 	{
 		return violation($h, "$what: held back, but snowflake_status gives no reason");
 	}
-	my $file = pick('snowflake.identity', 'snowflake.state');
-	say_op($h, "$what: $file removed while the server is stopped (held back: $reason), started again");
+	my $copy = $what eq 'clone' || $what eq 'pitr';
+	my $file = pick('snowflake.identity', 'snowflake.state', $copy ? ('both', 'both') : ());
+	say_op($h, "$what: " . ($file eq 'both' ? 'both files' : $file)
+		  . " removed while the server is stopped (held back: $reason), started again");
 	kind($h, 'held-file-removed');
 	$h->{faults}++;
 	$node->stop('fast', fail_ok => 1);
-	unlink $node->data_dir . "/$file";
+	unlink map { $node->data_dir . "/$_" } $file eq 'both' ? ('snowflake.identity', 'snowflake.state') : ($file);
 	start_node($h, $node, $h->{offset_ms}) && wait_primary($node)
 	  or return violation($h, "$what: the server did not start again");
-	local $h->{model}{held_reason} = $reason;
+	local $h->{model}{held_reason} = $file eq 'both' ? 'files_removed' : $reason;
 	expect_held_back($h, $node, "$what, $file removed");
+	if ($file eq 'both')
+	{
+		# no install script releases it
+		say_op($h, "$what: CREATE EXTENSION in a new database, DROP and CREATE EXTENSION again");
+		my ($ret, $out, $err) = try_sql($node, 'CREATE DATABASE held_again');
+		($ret, $out, $err) = try_sql($node, 'CREATE EXTENSION snowflake', 30, 'held_again') if $ret == 0;
+		($ret, $out, $err) = try_sql($node, 'DROP EXTENSION snowflake CASCADE; CREATE EXTENSION snowflake')
+		  if $ret == 0;
+		violation($h, "$what: the install scripts failed: $err") if $ret != 0;
+		expect_held_back($h, $node, "$what, both files removed, the extension created again");
+	}
 	return;
 }
 
