@@ -97,12 +97,17 @@ set(const char *setting)
  * lack the last segments its node wrote.  Those are restores.
  */
 static bool
+recovery_target(void)
+{
+	return set("recovery_target") || set("recovery_target_lsn") ||
+		set("recovery_target_name") || set("recovery_target_time") ||
+		set("recovery_target_xid");
+}
+
+static bool
 follows_primary(void)
 {
-	return set("primary_conninfo") &&
-		!set("recovery_target") && !set("recovery_target_lsn") &&
-		!set("recovery_target_name") && !set("recovery_target_time") &&
-		!set("recovery_target_xid");
+	return set("primary_conninfo") && !recovery_target();
 }
 
 /*
@@ -269,7 +274,8 @@ identity_start(StartEvidence *ev)
 {
 	NodeShared *n = node_shared;
 	NodeRecord *r = &n->rec;
-	bool		standby = exists("standby.signal") && follows_primary();
+	bool		standby_signal = exists("standby.signal");
+	bool		standby = standby_signal && follows_primary();
 	NodeReason	signal = REASON_NONE;
 	uint64		sysid = identity_system();
 	uint64		inode = identity_directory();
@@ -285,7 +291,10 @@ identity_start(StartEvidence *ev)
 	pfree(cf);
 	pg_atomic_write_u32(&n->configured, (uint32) (settings_worker_rejected() ?
 												  WORKER_ID_REJECTED : snowflake_worker_id));
-	if (!standby && (exists("recovery.signal") || exists("standby.signal")))
+	/* a restore, whichever mode it runs in (standby.signal wins over recovery.signal) */
+	if (standby_signal && !standby)
+		signal = recovery_target() ? REASON_RECOVERY_TARGET : REASON_ARCHIVE_STANDBY;
+	else if (!standby && exists("recovery.signal"))
 		signal = REASON_RECOVERY_SIGNAL;
 	else if (!standby && exists("backup_label"))
 		signal = REASON_BACKUP_LABEL;

@@ -92,7 +92,11 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1'), COPY_MSG,
 		"The server was started from a base backup (backup_label) without standby.signal.", COPY_HINT},
 	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1'), COPY_MSG,
-		"The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued.", COPY_HINT},
+		"The server was started with recovery.signal and without standby.signal (a restore from an archive, or to a point in time); its WAL may end before the last IDs the node issued.", COPY_HINT},
+	[REASON_RECOVERY_TARGET] = {NODE_HELD_COPY, "recovery_target", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started with standby.signal and a recovery target (a recovery_target* setting), as a point-in-time restore and pg_createsubscriber do: it stops at the target rather than follow its primary on, and its WAL may end before the last IDs the node issued.", COPY_HINT},
+	[REASON_ARCHIVE_STANDBY] = {NODE_HELD_COPY, "archive_standby", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started with standby.signal and without primary_conninfo: its WAL came from an archive alone, which may end before the last IDs the node issued.", COPY_HINT},
 	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1'), COPY_MSG,
 		"It is not the directory that last ran under this worker id: it was copied, or moved to another file system (then above => 0 confirms it).", COPY_HINT},
 	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1'), COPY_MSG,
@@ -103,8 +107,8 @@ static const ReasonRow reasons[NUM_REASONS] = {
 		"It has neither snowflake.state nor snowflake.identity, and no install script of the extension ran in this data directory (no replication origin \"" SNOWFLAKE_NODE_ORIGIN "\").",
 		"Give it a worker id of its own if its catalog came from a node that may still run; then, as a new node, CREATE EXTENSION snowflake in a database releases it. If it replaces a node that stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped instead."},
 	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2'), FLOOR_MSG,
-		"It started as a standby without snowflake.state, and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
-		"As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID."},
+		"It started as a standby with neither snowflake.state nor snowflake.identity, and has replayed no record of which node its primary is (a primary running the library logs one as it starts and at every change).",
+		"If the primary runs the library, restart it: this standby learns from the record it logs then. If the primary is lost, run SELECT snowflake.snowflake_confirm_node(above => N) on this server once promoted, as a superuser, with N the highest ID the primary issued (0 if none)."},
 	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2'),
 		"snowflake does not know which IDs the cluster issued before pg_upgrade",
 		"pg_upgrade ran on this data directory and does not carry snowflake.state over; the old cluster's IDs may carry times ahead of this server's clock.",
@@ -167,6 +171,10 @@ static const ReasonRow reasons[NUM_REASONS] = {
 		"snowflake.worker_id is not set",
 		"Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.",
 		"Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload."},
+	[REASON_WORKER_ID_UNSET] = {NODE_DISABLED, "worker_id_unset", SF_SQLSTATE('9'),
+		"snowflake.worker_id is not set",
+		"This node ran as worker id %s (its own, or its primary's before a failover), and its configuration gives none now.",
+		"Set snowflake.worker_id = %s in postgresql.conf and reload, as this node's IDs carry it; only if another node runs under it now, choose one no other node uses."},
 	[REASON_LAYOUT_BELOW] = {NODE_BLOCKED, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
 		"The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
 		"Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID."},
@@ -247,7 +255,8 @@ static const char *const state_names[] = {
 #define READY		R(REASON_NONE)
 #define COPY		(R(REASON_BACKUP_LABEL) | R(REASON_RECOVERY_SIGNAL) | \
 					 R(REASON_OTHER_DIRECTORY) | R(REASON_OTHER_SYSTEM) | \
-					 R(REASON_RECORD_DAMAGED) | R(REASON_FILES_REMOVED))
+					 R(REASON_RECORD_DAMAGED) | R(REASON_FILES_REMOVED) | \
+					 R(REASON_RECOVERY_TARGET) | R(REASON_ARCHIVE_STANDBY))
 #define FLOOR		(R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY) | \
 					 R(REASON_UPGRADED))
 #define CLAIMED		(R(REASON_CLAIMED_ELSEWHERE) | R(REASON_WORKER_RETIRED))
@@ -493,7 +502,8 @@ node_verdict_before(const NodeRecord *rec, NodeCheck upto)
 			int			w = (int) (int32) pg_atomic_read_u32(&n->configured);
 
 			r = w == WORKER_ID_REJECTED ? REASON_WORKER_ID_REJECTED :
-				w == WORKER_ID_UNSET ? REASON_NO_WORKER_ID : REASON_NONE;
+				w != WORKER_ID_UNSET ? REASON_NONE :
+				rec->worker != WORKER_ID_UNSET ? REASON_WORKER_ID_UNSET : REASON_NO_WORKER_ID;
 		}
 		if (r != REASON_NONE)
 			return r;
@@ -773,6 +783,8 @@ node_refuse_state(NodeReason r)
 	}
 	else if (r == REASON_FILES_REMOVED)
 		a.detail[0] = worker;
+	else if (r == REASON_WORKER_ID_UNSET)
+		a = (RefuseArgs) {{0}, {worker}, {worker}};
 	else if (r == REASON_CLAIMED_ELSEWHERE)
 		a.detail[0] = n->rec.other_system != 0 ?
 			psprintf(UINT64_FORMAT, n->rec.other_system) : "unknown";

@@ -75,7 +75,7 @@ my %refusal_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 55S05
 my %state_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 F0000);
 # what a node held back refuses with, by what the model says it is
 my %held = (
-	copy => [ '55S01', qw(backup_label recovery_signal other_directory files_removed) ],
+	copy => [ '55S01', qw(backup_label recovery_signal recovery_target archive_standby other_directory files_removed) ],
 	upgraded => [ '55S02', 'upgraded' ],
 	new => [ '55S02', qw(new_as_standby never_installed) ],
 	inherited => [ '55S03', 'claimed_elsewhere' ],

@@ -143,7 +143,7 @@ $l2->stop('immediate');
 $ls2->promote;
 ($code, $err) = refusal($ls2);
 is($code, '55S02 new_as_standby', 'a standby whose primary never ran the library says so');
-like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(above => 0\)/, 'naming the step');
+like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(above => N\).*\(0 if none\)/, 'naming the step');
 is(refusal($ls2, 'postgres', 'SELECT snowflake_confirm_node()'), '22004',
 	'a confirmation with no floor is refused');
 $ls2->safe_psql('postgres', 'SET search_path = "$user", public; SELECT snowflake.snowflake_confirm_node(above => 0)');
@@ -222,6 +222,34 @@ for my $case ('not preloaded', 'worker id not set')
 		set_worker_and_check($d, $_) for 12, 13;
 	}
 	$d->stop;
+}
+
+# A failover to a standby whose own configuration lacks snowflake.worker_id:
+# promoted, it refuses (55S09), and says which worker id it ran as, its
+# primary's, the step that releases it; the view says the same.
+{
+	my $p6 = snowflake_node('p6', worker_id => 6, allows_streaming => 1);
+	$p6->start;
+	$p6->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+	my $s6 = standby_of($p6, 's6');
+	$s6->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
+	$s6->restart;
+	$p6->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 1000)');
+	$p6->wait_for_catchup($s6);
+	my $top = $p6->safe_psql('postgres', 'SELECT max(id) FROM t');
+	$p6->stop('immediate');
+	$s6->promote;
+	my ($code, $words) = refusal($s6);
+	is($code, '55S09', 'a standby promoted without a worker id in its configuration refuses');
+	like($words, qr/DETAIL:  This node ran as worker id 6 .*\nHINT:  Set snowflake.worker_id = 6 in postgresql.conf and reload/,
+		'... naming its primary\'s worker id as the one to set');
+	is($s6->safe_psql('postgres', "SELECT state || '/' || reason FROM snowflake_status"), 'disabled/worker_id_unset',
+		'... as the view says');
+	set_worker($s6, 6);
+	$s6->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
+	is($s6->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $top"), '10',
+		'given it, it continues above its primary\'s IDs');
+	$s6->stop;
 }
 
 # The worker id given by a reload, then a call: a claim rolled back, in a

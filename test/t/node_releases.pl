@@ -182,7 +182,7 @@ for my $file ('snowflake.identity', 'snowflake.state')
 $clone->stop;
 unlink map { $clone->data_dir . "/$_" } 'snowflake.identity', 'snowflake.state';
 $clone->start;
-is(refusal($clone), '55S02 never_installed', 'with both removed, held until a floor is given');
+is(refusal($clone), '55S01 files_removed', 'with both removed, held back as one that may be a copy');
 $clone->stop;
 
 # 5. A confirmation whose record cannot be written.

@@ -91,9 +91,12 @@ is(status($node), 'ready/ shardingsphere', '... and the view says ready');
 # 3. No worker id at all: the view says not ready, and why.
 $node->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
 $node->reload;
-$node->poll_query_until('postgres', "SELECT reason = 'no_worker_id' FROM snowflake.snowflake_status")
+$node->poll_query_until('postgres', "SELECT reason = 'worker_id_unset' FROM snowflake.snowflake_status")
   or die 'the view did not say the worker id is unset';
-is(refusal($node, 'postgres', 'SELECT snowflake.snowflake_nextval()'), '55S09', 'unset: the call is refused (55S09)');
+my ($unset, $unset_words) = refusal($node, 'postgres', 'SELECT snowflake.snowflake_nextval()');
+is($unset, '55S09', 'unset: the call is refused (55S09)');
+like($unset_words, qr/HINT:  Set snowflake.worker_id = 7 in postgresql.conf and reload/,
+	'... and the hint names the worker id the node ran as');
 $node->append_conf('postgresql.conf', "snowflake.worker_id = 7\n");
 $node->reload;
 $node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake.snowflake_status")
