@@ -40,6 +40,7 @@
 #include "node.h"
 
 PG_FUNCTION_INFO_V1(snowflake_identity_claim_seen);
+PG_FUNCTION_INFO_V1(snowflake_identity_claimable);
 PG_FUNCTION_INFO_V1(snowflake_workers_guard);
 
 /* A claim of another system that arrived in this transaction. */
@@ -63,8 +64,17 @@ change_claims(NodeRecord *r, const void *arg)
 
 	for (int i = 0; i < npending; i++)
 	{
-		if (pending[i].system == r->system_identifier ||
-			node_claimed(r, pending[i].worker))
+		/* this system's own: the worker ids it may run under */
+		if (pending[i].system == r->system_identifier)
+		{
+			if (r->nown > 0 && r->own[0] == pending[i].worker)
+				continue;
+			pending[i].added = !node_own_claimed(r, pending[i].worker);
+			node_add_own_claim(r, pending[i].worker);
+			changed = true;
+			continue;
+		}
+		if (node_claimed(r, pending[i].worker))
 			continue;
 		node_add_claim(r, pending[i].worker);
 		if (pending[i].worker == r->worker)
@@ -84,7 +94,10 @@ change_unclaim(NodeRecord *r, const void *arg)
 	{
 		if (!pending[i].added)
 			continue;
-		node_drop_claim(r, pending[i].worker);
+		if (pending[i].system == r->system_identifier)
+			node_drop_own_claim(r, pending[i].worker);
+		else
+			node_drop_claim(r, pending[i].worker);
 		changed = true;
 	}
 	return changed;
@@ -194,6 +207,22 @@ snowflake_identity_claim_seen(PG_FUNCTION_ARGS)
 {
 	claims_pend(PG_GETARG_INT32(0), (uint64) PG_GETARG_INT64(1));
 	PG_RETURN_VOID();
+}
+
+/*
+ * snowflake_identity_claimable(): the worker id snowflake_claim_worker()
+ * claims, the one configured.  It refuses as snowflake_worker_id() does,
+ * but for a node held back because this system has not claimed that
+ * worker id: the claim is the step that releases it.
+ */
+Datum
+snowflake_identity_claimable(PG_FUNCTION_ARGS)
+{
+	NodeReason	r = identity_verdict(true, CHECK_ALL);
+
+	if (r != REASON_UNCLAIMED && node_refuses(r))
+		node_refuse_state(r);
+	PG_RETURN_INT32(node_configured_worker());
 }
 
 /*

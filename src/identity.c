@@ -119,17 +119,22 @@ follows_primary(void)
 static NodeEvent
 worker_event(const NodeRecord *r, int worker)
 {
+	/* this system claimed worker ids, and not this one */
+	bool		unclaimed = r->nown > 0 && !node_own_claimed(r, worker);
+
 	if (worker == WORKER_ID_UNSET)
 		return NUM_EVENTS;
 	if ((r->flags & RECORD_COPY_OF) && worker == r->copy_of)
 		return EV_WORKER_SOURCE;
-	if (worker == r->worker && !node_claimed(r, worker))
+	if (worker == r->worker && !node_claimed(r, worker) && !unclaimed)
 		return EV_WORKER_SAME;
 	if (node_claimed(r, worker))
 		return EV_WORKER_CLAIMED;
 	if ((r->flags & RECORD_WORKER_REPLAYED) && worker != r->worker &&
 		node_retired(r, worker))
 		return EV_WORKER_GIVEN_UP;
+	if (unclaimed)
+		return EV_WORKER_UNCLAIMED;
 	return EV_WORKER_OWN;
 }
 

@@ -175,6 +175,10 @@ static const ReasonRow reasons[NUM_REASONS] = {
 		"snowflake.worker_id is not set",
 		"This node ran as worker id %s (its own, or its primary's before a failover), and its configuration gives none now.",
 		"Set snowflake.worker_id = %s in postgresql.conf and reload, as this node's IDs carry it; only if another node runs under it now, choose one no other node uses."},
+	[REASON_UNCLAIMED] = {NODE_HELD_CLAIMED, "unclaimed", SF_SQLSTATE('3'),
+		"snowflake worker id %s is not claimed by this system",
+		"This system claimed worker ids in snowflake_workers (%s among them), and runs only under worker ids it claimed, so that no two systems issue IDs under one.",
+		"As a superuser, claim it with SELECT * FROM snowflake.snowflake_claim_worker() (in a mesh, snowflake-mesh claims it through the mesh), or go back to a worker id this system claimed and reload."},
 	[REASON_LAYOUT_BELOW] = {NODE_BLOCKED, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
 		"The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
 		"Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID."},
@@ -259,7 +263,8 @@ static const char *const state_names[] = {
 					 R(REASON_RECOVERY_TARGET) | R(REASON_ARCHIVE_STANDBY))
 #define FLOOR		(R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY) | \
 					 R(REASON_UPGRADED))
-#define CLAIMED		(R(REASON_CLAIMED_ELSEWHERE) | R(REASON_WORKER_RETIRED))
+#define CLAIMED		(R(REASON_CLAIMED_ELSEWHERE) | R(REASON_WORKER_RETIRED) | \
+					 R(REASON_UNCLAIMED))
 #define ANY			(READY | COPY | FLOOR | CLAIMED)
 
 #define TO_FOUND		(-1)	/* the reason the event found (its state) */
@@ -297,6 +302,8 @@ static const Transition transitions[] = {
 	{EV_WORKER_CLAIMED, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_CLAIMED_ELSEWHERE},
 	{EV_WORKER_GIVEN_UP, COPY, NODE_HELD_CLAIMED, REASON_WORKER_RETIRED, KEEP_COPY},
 	{EV_WORKER_GIVEN_UP, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_WORKER_RETIRED},
+	{EV_WORKER_UNCLAIMED, COPY, NODE_HELD_CLAIMED, REASON_UNCLAIMED, KEEP_COPY},
+	{EV_WORKER_UNCLAIMED, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_UNCLAIMED},
 	/* the operator: a floor, committed; a worker id given up stays so */
 	{EV_CONFIRMED, ANY & ~R(REASON_WORKER_RETIRED), NODE_READY, REASON_NONE, FORGET_COPY},
 	/* a standby: its primary's record */
@@ -315,6 +322,7 @@ static const char *const event_names[] = {
 	[EV_WORKER_SOURCE] = "worker_source",
 	[EV_WORKER_CLAIMED] = "worker_claimed",
 	[EV_WORKER_GIVEN_UP] = "worker_given_up",
+	[EV_WORKER_UNCLAIMED] = "worker_unclaimed",
 	[EV_CONFIRMED] = "confirmed",
 	[EV_REPLAYED] = "replayed",
 };
@@ -604,33 +612,71 @@ node_drop_claim(NodeRecord *r, int worker)
 				r->high[i] = -1;
 }
 
+/* Is the worker id in a list the record keeps of them, the latest first? */
+static bool
+listed(const int32 *list, uint32 n, uint32 max, int worker)
+{
+	for (uint32 i = 0; i < Min(n, max); i++)
+		if (list[i] == worker)
+			return true;
+	return false;
+}
+
+/*
+ * Such a list with first (unless none) first and drop left out, the
+ * oldest let go past max; returns its length.
+ */
+static uint32
+put_first(int32 *list, uint32 n, uint32 max, int first, int drop)
+{
+	int32		keep[Max(OWN_MAX, RETIRED_MAX)];
+	uint32		k = 0;
+
+	if (first != WORKER_ID_UNSET)
+		keep[k++] = first;
+	for (uint32 i = 0; i < Min(n, max) && k < max; i++)
+		if (list[i] != first && list[i] != drop)
+			keep[k++] = list[i];
+	memcpy(list, keep, k * sizeof(int32));
+	return k;
+}
+
+/* Did this system claim the worker id (as far as the record keeps)? */
+bool
+node_own_claimed(const NodeRecord *r, int worker)
+{
+	return listed(r->own, r->nown, OWN_MAX, worker);
+}
+
+/* This system claimed the worker id: kept first, the oldest let go. */
+void
+node_add_own_claim(NodeRecord *r, int worker)
+{
+	r->nown = put_first(r->own, r->nown, OWN_MAX, worker, worker);
+}
+
+/* A claim of this system taken back (its commit failed). */
+void
+node_drop_own_claim(NodeRecord *r, int worker)
+{
+	r->nown = put_first(r->own, r->nown, OWN_MAX, WORKER_ID_UNSET, worker);
+}
+
 /* Did this node give the worker id up for another? */
 bool
 node_retired(const NodeRecord *r, int worker)
 {
-	for (int i = 0; i < Min(r->nretired, RETIRED_MAX); i++)
-		if (r->retired[i] == worker)
-			return true;
-	return false;
+	return listed(r->retired, r->nretired, RETIRED_MAX, worker);
 }
 
 /* The node moves from its worker id to worker: the old one is given up. */
 void
 node_move_worker(NodeRecord *r, int worker)
 {
-	int			n = 0;
-	int32		keep[RETIRED_MAX];
-
 	r->flags &= ~RECORD_WORKER_REPLAYED;
 	if (r->worker == worker)
 		return;
-	if (r->worker != WORKER_ID_UNSET)
-		keep[n++] = r->worker;
-	for (int i = 0; i < Min(r->nretired, RETIRED_MAX) && n < RETIRED_MAX; i++)
-		if (r->retired[i] != worker && r->retired[i] != r->worker)
-			keep[n++] = r->retired[i];
-	memcpy(r->retired, keep, n * sizeof(int32));
-	r->nretired = (uint16) n;
+	r->nretired = (uint16) put_first(r->retired, r->nretired, RETIRED_MAX, r->worker, worker);
 	r->worker = worker;
 }
 
@@ -785,6 +831,8 @@ node_refuse_state(NodeReason r)
 		a.detail[0] = worker;
 	else if (r == REASON_WORKER_ID_UNSET)
 		a = (RefuseArgs) {{0}, {worker}, {worker}};
+	else if (r == REASON_UNCLAIMED)
+		a.detail[0] = n->rec.nown > 0 ? node_num(n->rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)
 		a.detail[0] = n->rec.other_system != 0 ?
 			psprintf(UINT64_FORMAT, n->rec.other_system) : "unknown";

@@ -107,6 +107,8 @@ typedef enum NodeReason
 	REASON_ARCHIVE_STANDBY,
 	/* NODE_DISABLED */
 	REASON_WORKER_ID_UNSET,
+	/* NODE_HELD_CLAIMED */
+	REASON_UNCLAIMED,
 	NUM_REASONS
 } NodeReason;
 
@@ -129,6 +131,8 @@ typedef enum NodeEvent
 	EV_WORKER_SOURCE,			/* ... its source's, after a copy's release */
 	EV_WORKER_CLAIMED,			/* ... one another system claimed */
 	EV_WORKER_GIVEN_UP,			/* ... (a standby's) one its primary gave up */
+	EV_WORKER_UNCLAIMED,		/* ... not one this system claimed, where it
+								 * claimed others */
 	EV_CONFIRMED,				/* snowflake_confirm_node(), committed */
 	EV_REPLAYED,				/* (a standby) its primary's record replayed */
 	NUM_EVENTS
@@ -139,6 +143,8 @@ typedef enum NodeEvent
 #define CLAIM_HIGH		32
 /* worker ids the node gave up, the latest first */
 #define RETIRED_MAX		8
+/* worker ids this system claimed, the latest first */
+#define OWN_MAX			6
 
 /*
  * The node's record, as $PGDATA/snowflake.state holds it (whole, at every
@@ -176,6 +182,9 @@ typedef struct NodeRecord
 								 * CLAIM_HIGH */
 	int32		high[CLAIM_HIGH];
 	uint8		claimed[CLAIM_BITS / 8];
+	uint32		nown;			/* claims this system made; 1.2's first
+								 * files: 0 */
+	int32		own[OWN_MAX];	/* the latest of them */
 } NodeRecord;
 
 /* the node started in recovery or without a file: apply the floor */
@@ -294,6 +303,9 @@ extern bool node_save(const NodeRecord *next, int files, int elevel);
 extern bool node_claimed(const NodeRecord *r, int worker);
 extern void node_add_claim(NodeRecord *r, int worker);
 extern void node_drop_claim(NodeRecord *r, int worker);
+extern bool node_own_claimed(const NodeRecord *r, int worker);
+extern void node_add_own_claim(NodeRecord *r, int worker);
+extern void node_drop_own_claim(NodeRecord *r, int worker);
 extern bool node_retired(const NodeRecord *r, int worker);
 extern void node_move_worker(NodeRecord *r, int worker);
 

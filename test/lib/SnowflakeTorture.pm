@@ -177,6 +177,28 @@ sub claimed
 	return;
 }
 
+# Whether this system claimed worker ids, and not this one: the node is
+# held back under it (unclaimed) until it claims it too.
+sub unclaimed
+{
+	my ($h, $worker) = @_;
+	my $m = $h->{model};
+	my @own = grep { $m->{claims}{$_} == $m->{system} } keys %{ $m->{claims} };
+	return (@own && !grep({ $_ == $worker } @own)) ? 1 : 0;
+}
+
+# The step of that hold, which a mesh's helper takes: the worker id in
+# force claimed.
+sub claim_in_force
+{
+	my ($h, $node, $what) = @_;
+	say_op($h, "$what: snowflake_claim_worker() for worker id $h->{worker}");
+	claimed($h)
+	  if defined((one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()',
+			no_ids => 1))[0]);
+	return;
+}
+
 # A violation, in the history's list; past the first 50 (a burst's every
 # ID, say) only counted.
 sub violation
@@ -600,6 +622,10 @@ sub justified
 	my $claim = $m->{claims}{ $h->{worker} };
 	return 'the worker id was claimed by the system the node was before'
 	  if $code eq '55S03' && $reason_in->('claimed_elsewhere') && defined $claim && $claim != $m->{system};
+	# a worker id this system has not claimed, where it claimed others
+	return 'a worker id this system has not claimed'
+	  if $code eq '55S03' && $reason_in->('unclaimed') && unclaimed($h, $h->{worker});
+	return undef if unclaimed($h, $h->{worker});
 	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
 	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
 	  if $code eq 'XX001';
@@ -740,6 +766,8 @@ sub must_refuse
 	my $m = $h->{model};
 	return "$what: the node generated with a setting rejected at start" if $m->{settings_bad};
 	return "$what: the node generated with its worker id rejected" if $m->{worker_rejected};
+	return "$what: the node generated under worker id $h->{worker}, which its system has not claimed"
+	  if unclaimed($h, $h->{worker});
 	return "$what: the node generated without the library preloaded" if !$m->{preloaded};
 	return "$what: the node generated before it was told which node it is ($m->{identity})"
 	  if $m->{identity} ne 'ok';
@@ -1044,8 +1072,13 @@ sub follow_hint
 		say_op($h, 'hint: the keeper runs again');
 		wake_keeper($h);
 	}
+	elsif ($why eq 'a worker id this system has not claimed')
+	{
+		$step = 'claim';
+		claim_in_force($h, $node, 'hint');
+	}
 	return unless $step;
-	kind($h, $step);
+	kind($h, $step) unless $step eq 'claim';
 	# released: the next call generates, or is refused for another cause
 	my (undef, $again, $err) = one_call($h, $node, "after the hint's step");
 	violation($h, "the hint's step did not release the refusal ($why): " . error_of($err)->{line})
@@ -1147,6 +1180,9 @@ sub reload_settings
 	}
 	# the keeper takes the worker id a moment later
 	select(undef, undef, undef, 0.3) if $what eq 'worker';
+	# where this system claimed others, one not claimed holds the node back
+	# until it is: claimed now and then at once, as a mesh's helper does
+	claim_in_force($h, $node, 'reload') if unclaimed($h, $h->{worker}) && rand() < 0.5;
 	return;
 }
 
@@ -1546,11 +1582,17 @@ sub worker_retired
 		  . "; its standbys keep $old in their own configuration");
 	$h->{worker} = $new;
 	write_settings($h, $node);
-	$node->reload;
+	reload_and_wait($h, $node);
 	for my $s (grep { defined } $sb, $h->{cascade})
 	{
 		write_settings($h, $s, worker => $old);
 		$s->{torture_retired} = [ $old, $new ];
+	}
+	# this system claimed others: the new one is claimed, its step
+	if (unclaimed($h, $new))
+	{
+		claim_in_force($h, $node, 'worker-id change');
+		$claim = 0;
 	}
 	# the keeper applies it: the primary's worker id in force is the new one
 	my $w = '';
@@ -2001,11 +2043,19 @@ sub lifecycle_op
 		remove_held_file($h, $copy, $how) if wanted($h, 'held-file-removed', 0.15);
 		if (!$replace)
 		{
-			# the hint's first step: a worker id of its own
+			# the hint's first step: a worker id of its own (claimed too,
+			# where its system claimed others)
 			write_settings($h, $copy, worker => 99);
 			$copy->reload;
 			select(undef, undef, undef, 0.3);
 			set_identity($h, 'ok');
+			local $h->{worker} = 99;
+			local $h->{model}{claims} = { %{ $m->{claims} } };
+			if (unclaimed($h, 99))
+			{
+				expect_held_back($h, $copy, "$how with worker 99, unclaimed");
+				claim_in_force($h, $copy, "$how with worker 99");
+			}
 			my $ctx = ctx_now($h, node => $copy);
 			($ret, $out, $err) = try_sql($copy,
 				'SELECT (snowflake_decode(snowflake_nextval())).worker_id');
@@ -2485,6 +2535,7 @@ sub working
 	my ($h, $node) = @_;
 	my $m = $h->{model};
 	wake_keeper($h);
+	claim_in_force($h, $node, 'the worker id in force unclaimed') if unclaimed($h, $h->{worker});
 	if ($m->{settings_bad} || $h->{layout} eq 'broken' || $m->{worker_bad})
 	{
 		follow_hint($h, $node, 'a setting rejected at start');

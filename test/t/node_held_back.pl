@@ -45,7 +45,10 @@ set_worker($clone, 1);
 $clone->restart;
 is(refusal($clone), '55S01 backup_label', 'and across restarts with it unset');
 set_worker($clone, 5);
-is(refusal($clone), 'generated', 'a worker id of its own releases it');
+is(refusal($clone), '55S03 unclaimed',
+	'a worker id of its own releases it as a copy; its system claimed worker 1, so it claims 5 too');
+$clone->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+is(refusal($clone), 'generated', 'claimed, it generates');
 $clone->stop;
 
 # 2. A dump restored with triggers off for replication still brings its
@@ -214,7 +217,9 @@ $src->start;
 is(refusal($src, 'postgres', "BEGIN; INSERT INTO snowflake_workers VALUES (3, 4242, 'x'); PREPARE TRANSACTION 'p'"),
 	'55000', 'a PREPARE refused (prepared transactions are disabled)');
 set_worker($src, 3);
-is(refusal($src), 'generated', 'its claim of worker 3 holds nothing back');
+is(refusal($src), '55S03 unclaimed', 'its claim of worker 3 holds nothing back: only its own claim is missing');
+$src->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+is(refusal($src), 'generated', 'claimed, it generates');
 
 # Its own claim replaced by an UPDATE that names another system, as a
 # subscription applies one (replica role: the trigger fires for the apply

@@ -253,12 +253,16 @@ for my $case ('not preloaded', 'worker id not set')
 }
 
 # The worker id given by a reload, then a call: a claim rolled back, in a
-# transaction or to a savepoint, holds the node back under none.
+# transaction or to a savepoint, holds the node back under none; the node's
+# system claimed 9, so the worker id waits for its own claim alone, which
+# succeeds: no other system's claim of it was kept.
 sub set_worker_and_check
 {
 	my ($d, $worker) = @_;
 	set_worker($d, $worker);
-	is(refusal($d), 'generated', "a claim of worker $worker rolled back holds nothing back");
+	is(refusal($d), '55S03 unclaimed', "a claim of worker $worker rolled back holds nothing back but its own claim");
+	$d->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+	is(refusal($d), 'generated', "claimed by this system, worker $worker generates");
 	return;
 }
 

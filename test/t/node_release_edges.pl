@@ -179,7 +179,10 @@ $clone->init_from_backup($src, 'b');
 $clone->start;
 is(scalar refusal($clone), '55S01 backup_label', 'a clone is held back');
 set_worker($clone, 9);
-is(scalar refusal($clone), 'generated', 'given a worker id of its own, it generates');
+is(scalar refusal($clone), '55S03 unclaimed',
+	'given a worker id of its own, it is no copy; its system claimed worker 1, so it claims 9 too');
+$clone->safe_psql('postgres', 'SELECT snowflake.snowflake_claim_worker()');
+is(scalar refusal($clone), 'generated', 'claimed, it generates');
 set_worker($clone, 1);
 isnt(scalar refusal($clone), 'generated', 'set back to its source\'s worker id, beside the source, it does not generate');
 $clone->restart;

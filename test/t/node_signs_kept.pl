@@ -39,11 +39,17 @@ sub fix_typo
 # it, until the hint's step, a worker id of its own.
 sub copy_until_own
 {
-	my ($node, $worker, $what) = @_;
+	my ($node, $worker, $what, $claimed) = @_;
 	my ($code, $err) = refusal($node);
 	is($code, '55S01 backup_label', "$what, it is a copy, from the base backup it started from");
 	like($err, qr/ERROR:  55S01: \D*\b1\b/, "$what, of worker 1");
 	set_worker($node, $worker);
+	if ($claimed)
+	{
+		# its source's system claimed worker 1: its own is claimed too
+		is(refusal($node), '55S03 unclaimed', "$what, a worker id of its own releases it as a copy, to be claimed");
+		$node->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+	}
 	is(refusal($node), 'generated', "$what, a worker id of its own releases it");
 	return;
 }
@@ -106,7 +112,7 @@ is(refusal($clone), '55S01 backup_label', 'a clone with no worker id is held bac
 is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
 	'and the view says the same');
 set_worker($clone, 1);
-copy_until_own($clone, 7, 'given its source\'s worker id');
+copy_until_own($clone, 7, 'given its source\'s worker id', 1);
 $clone->stop;
 
 # A base backup taken while its source ran with no worker id for a while:
@@ -123,7 +129,7 @@ is(refusal($clone2), '55S01 backup_label', 'a clone taken then has no worker id 
 is($clone2->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
 	'and is held back as a copy');
 set_worker($clone2, 1);
-copy_until_own($clone2, 8, 'taken while its source had no worker id, then given it');
+copy_until_own($clone2, 8, 'taken while its source had no worker id, then given it', 1);
 $clone2->stop;
 
 # 3. A dump of the node of worker 1 restored into a cluster that runs with
