@@ -11,6 +11,8 @@
 #   make deb        build the Debian package, install it, test it
 #   make torture    the random fault-history checker: SEEDS=N histories (100),
 #                   STEPS, FIRST_SEED, FORCE=<kinds> to replay one
+#   make torture-mesh  the mesh's random histories on new seeds, in the chroot of
+#                   PG_MAJOR (17): SEEDS=N (10) from FIRST_SEED (1), STEPS
 #   make && sudo make install && make installcheck   against a server of your own
 
 EXTENSION = snowflake
@@ -18,7 +20,7 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o src/claims.o src/confirm.o src/node.o
+	src/identity.o src/claims.o src/confirm.o src/node.o src/text.o
 # The current version's full install script is built from sql/snowflake.sql
 # (its one source), and so is the update script from the last release,
 # from its template (sql/compose.pl); the scripts and control files of
@@ -36,7 +38,7 @@ DATA = released/snowflake--1.0.sql released/snowflake--1.0--1.1.sql \
 PGFILEDESC = "snowflake - Snowflake ID generator"
 
 # pg_regress tests that run on a server with the library preloaded
-REGRESS = generate block decode range settings markings status layouts zones schemes convert defaults mesh
+REGRESS = generate block decode range settings markings status layouts zones schemes text convert defaults mesh
 REGRESS_OPTS = --inputdir=test
 # pg_isolation_regress specs (test/specs/, output in test/expected/) on such a server
 # that also allows prepared transactions (max_prepared_transactions > 0)
@@ -58,7 +60,7 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/mark.h src/wal.h \
-	src/identity.h src/node.h
+	src/identity.h src/node.h src/text.h
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	@mkdir -p sql
@@ -74,7 +76,7 @@ $(OBJS): | objdir
 objdir:
 	@mkdir -p src
 
-.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture installcheck-requirements
+.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture torture-mesh installcheck-requirements
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -105,6 +107,11 @@ deb:
 torture:
 	PG_MAJOR=$(PG_MAJOR) SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) \
 		$(if $(FORCE),FORCE=$(FORCE)) bash test/torture.sh
+
+# (PostgreSQL 17 unless PG_MAJOR is given)
+torture-mesh:
+	PG_MAJOR=$(if $(filter command line environment,$(origin PG_MAJOR)),$(PG_MAJOR),17) \
+		SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) bash test/torture-mesh.sh
 
 # make installcheck runs against a server of your own: say what it needs
 # before a page of diffs does

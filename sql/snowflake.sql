@@ -329,6 +329,149 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION snowflake_deobfuscate(bigint, bigint) IS
 'inverse of snowflake_obfuscate() with the same key';
 
+-- @begin text_forms
+--
+-- IDs as text (text.c), for APIs and browsers that cannot hold a 64-bit
+-- number.  Base32 (Crockford's digits, 13 of them, written in lower case,
+-- read in either case) and base62 (11 digits, 0-9A-Za-z): numbers of fixed
+-- width that sort as the IDs do, both ways, with an optional type prefix
+-- ('' for none).  The variants without a layout take every ID of every
+-- layout, 1 to 2^63-1; those that name one refuse what it cannot hold.
+-- Nothing but their arguments decides their answer: IMMUTABLE, fit for
+-- generated columns and indexes.
+--
+CREATE FUNCTION snowflake_base32(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base32(bigint) IS
+'an ID as 13 Crockford base32 digits, lower case, sorting as the IDs do';
+
+CREATE FUNCTION snowflake_base32(id bigint, prefix text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base32(bigint, text) IS
+'an ID as prefix_ and 13 Crockford base32 digits (a prefix of lower-case letters and underscores, as TypeID has it; '''' for none)';
+
+CREATE FUNCTION snowflake_base32(id bigint, prefix text, layout text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base32(bigint, text, text) IS
+'an ID of the named layout as prefix_ and 13 Crockford base32 digits; an ID beyond the layout is refused';
+
+CREATE FUNCTION snowflake_from_base32(id_text text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base32(text) IS
+'the ID that 13 Crockford base32 digits without a prefix stand for (either case; I and L read as 1, O as 0)';
+
+CREATE FUNCTION snowflake_from_base32(id_text text, prefix text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base32(text, text) IS
+'the ID of a base32 text form that has exactly that prefix ('''' for none)';
+
+CREATE FUNCTION snowflake_from_base32(id_text text, prefix text, layout text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base32'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base32(text, text, text) IS
+'the ID of a base32 text form with that prefix, refused beyond the named layout';
+
+CREATE FUNCTION snowflake_base62(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base62(bigint) IS
+'an ID as 11 base62 digits (0-9A-Za-z), sorting as the IDs do under COLLATE "C"';
+
+CREATE FUNCTION snowflake_base62(id bigint, prefix text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base62(bigint, text) IS
+'an ID as prefix_ and 11 base62 digits ('''' for no prefix)';
+
+CREATE FUNCTION snowflake_base62(id bigint, prefix text, layout text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_base62(bigint, text, text) IS
+'an ID of the named layout as prefix_ and 11 base62 digits; an ID beyond the layout is refused';
+
+CREATE FUNCTION snowflake_from_base62(id_text text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base62(text) IS
+'the ID that 11 base62 digits without a prefix stand for';
+
+CREATE FUNCTION snowflake_from_base62(id_text text, prefix text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base62(text, text) IS
+'the ID of a base62 text form that has exactly that prefix ('''' for none)';
+
+CREATE FUNCTION snowflake_from_base62(id_text text, prefix text, layout text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_base62'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_base62(text, text, text) IS
+'the ID of a base62 text form with that prefix, refused beyond the named layout';
+
+-- The opaque form: the key is snowflake.opaque_key, a setting that a
+-- reload changes, so these are STABLE, and fit no index or generated
+-- column; a query reads a public ID back to its key instead.
+CREATE FUNCTION snowflake_opaque(id bigint)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_opaque(bigint) IS
+'an ID encrypted under snowflake.opaque_key, authenticated, as 26 base32 digits that show neither its time nor its order';
+
+CREATE FUNCTION snowflake_opaque(id bigint, prefix text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'snowflake_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_opaque(bigint, text) IS
+'an ID encrypted under snowflake.opaque_key and bound to the prefix, as prefix_ and 26 base32 digits';
+
+CREATE FUNCTION snowflake_from_opaque(id_text text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_opaque(text) IS
+'the ID of an opaque form made with this server''s key and no prefix; anything else is refused';
+
+CREATE FUNCTION snowflake_from_opaque(id_text text, prefix text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'snowflake_from_opaque'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_from_opaque(text, text) IS
+'the ID of an opaque form made with this server''s key and that prefix; anything else is refused';
+-- @end text_forms
+
 --
 -- The worker id registry.  Each node claims its worker id here, with its
 -- system identifier; publish this table with the data.  A second system
@@ -814,7 +957,12 @@ SELECT @extschema@.snowflake_identity_installed();
 -- session per node).  A mesh is named by its publication, and a node by
 -- its worker id: on worker V, the subscription to worker W is
 -- <publication>_from_wW, and its slot on W is <publication>_wW_to_wV.
--- Superuser only, as the commands they run are.
+-- The mesh's objects on a node are those recorded in
+-- snowflake_mesh_objects, by OID, and owned by a superuser: another
+-- role's object under a mesh's name is not the mesh's (the mesh's own
+-- then takes the name with a suffix, _1, _2 ...), and an object a
+-- superuser made or made again by hand is named by status until it is
+-- recorded.  Superuser only, as the commands they run are.
 --
 
 -- a change of the mesh under way on this node, or one whose helper
@@ -829,35 +977,63 @@ CREATE TABLE snowflake_mesh_changes (
 COMMENT ON TABLE snowflake_mesh_changes IS
 'the change of the mesh under way on this node, or left unfinished, by publication';
 
--- only superusers write it, whatever privileges a role holds on the table
--- (pg_write_all_data): a row there steers the mesh's lock and its abort
-CREATE FUNCTION snowflake_mesh_changes_guard()
+-- the mesh's objects on this node: its publication, each table the
+-- helper put into it (by the row of pg_publication_rel, so that a table
+-- taken out and put back by hand is told apart), and its subscriptions,
+-- recorded by the system that made them (after pg_upgrade or on a copy
+-- they are another system's and must be recorded again)
+CREATE TABLE snowflake_mesh_objects (
+	publication name NOT NULL,
+	kind text NOT NULL CHECK (kind IN ('publication', 'table', 'subscription')),
+	object oid NOT NULL,
+	relation oid,
+	from_worker integer,
+	system_identifier bigint NOT NULL,
+	PRIMARY KEY (publication, kind, object)
+);
+
+COMMENT ON TABLE snowflake_mesh_objects IS
+'the mesh''s publication, published tables and subscriptions on this node, by OID, as the helper made them';
+
+-- only superusers write them, whatever privileges a role holds on the
+-- tables (pg_write_all_data): a row there steers the mesh's lock, its
+-- abort and what the helper takes for the mesh's objects
+CREATE FUNCTION snowflake_mesh_guard()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
 	IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
-		RAISE EXCEPTION 'permission denied for table snowflake_mesh_changes'
+		RAISE EXCEPTION 'permission denied for table %', TG_TABLE_NAME
 			USING ERRCODE = 'insufficient_privilege',
-				  DETAIL = 'Only superusers may record a change of the mesh.';
+				  DETAIL = 'Only superusers may change the mesh''s records.';
 	END IF;
 	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END $$;
 
-COMMENT ON FUNCTION snowflake_mesh_changes_guard() IS
-'trigger: only a superuser inserts, updates, deletes or truncates rows of snowflake_mesh_changes';
+COMMENT ON FUNCTION snowflake_mesh_guard() IS
+'trigger: only a superuser inserts, updates, deletes or truncates rows of the mesh''s records';
 
-REVOKE ALL ON FUNCTION snowflake_mesh_changes_guard() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_mesh_guard() FROM PUBLIC;
 
-CREATE TRIGGER snowflake_mesh_changes_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_mesh_changes
-FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_mesh_changes_guard();
+CREATE TRIGGER snowflake_mesh_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_mesh_changes
+FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_mesh_guard();
 
-CREATE TRIGGER snowflake_mesh_changes_guard_truncate BEFORE TRUNCATE ON snowflake_mesh_changes
-FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_changes_guard();
+CREATE TRIGGER snowflake_mesh_guard_truncate BEFORE TRUNCATE ON snowflake_mesh_changes
+FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_guard();
 
-ALTER TABLE snowflake_mesh_changes ENABLE ALWAYS TRIGGER snowflake_mesh_changes_guard;
-ALTER TABLE snowflake_mesh_changes ENABLE ALWAYS TRIGGER snowflake_mesh_changes_guard_truncate;
+ALTER TABLE snowflake_mesh_changes ENABLE ALWAYS TRIGGER snowflake_mesh_guard;
+ALTER TABLE snowflake_mesh_changes ENABLE ALWAYS TRIGGER snowflake_mesh_guard_truncate;
+
+CREATE TRIGGER snowflake_mesh_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_mesh_objects
+FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_mesh_guard();
+
+CREATE TRIGGER snowflake_mesh_guard_truncate BEFORE TRUNCATE ON snowflake_mesh_objects
+FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_guard();
+
+ALTER TABLE snowflake_mesh_objects ENABLE ALWAYS TRIGGER snowflake_mesh_guard;
+ALTER TABLE snowflake_mesh_objects ENABLE ALWAYS TRIGGER snowflake_mesh_guard_truncate;
 
 -- this node's worker id, once the mesh's name is one the mesh's object
 -- names have room for.  A node held back from generating (a copy, a claim
@@ -892,6 +1068,135 @@ COMMENT ON FUNCTION snowflake_mesh_node(name) IS
 'internal: this node''s worker id, after checking the mesh''s publication name';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_node(name) FROM PUBLIC;
+
+-- the mesh's publication on this node: the one recorded, while a
+-- superuser owns it; NULL if there is none
+CREATE FUNCTION snowflake_mesh_publication(publication name)
+RETURNS name
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT p.pubname
+	FROM @extschema@.snowflake_mesh_objects o
+	JOIN pg_publication p ON p.oid = o.object
+	JOIN pg_roles r ON r.oid = p.pubowner
+	WHERE o.publication = snowflake_mesh_publication.publication AND o.kind = 'publication' AND r.rolsuper
+	  AND o.system_identifier = (SELECT s.system_identifier FROM pg_control_system() s)
+$$;
+
+COMMENT ON FUNCTION snowflake_mesh_publication(name) IS
+'internal: the name of this node''s publication of the mesh, as recorded and owned by a superuser';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_publication(name) FROM PUBLIC;
+
+-- this node's subscription of the mesh to from_worker: the one recorded,
+-- while a superuser owns it; NULL if there is none
+CREATE FUNCTION snowflake_mesh_subscription(from_worker integer, publication name)
+RETURNS name
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT s.subname
+	FROM @extschema@.snowflake_mesh_objects o
+	JOIN pg_subscription s ON s.oid = o.object
+	JOIN pg_roles r ON r.oid = s.subowner
+	WHERE o.publication = snowflake_mesh_subscription.publication AND o.kind = 'subscription'
+	  AND o.from_worker = snowflake_mesh_subscription.from_worker AND r.rolsuper
+	  AND o.system_identifier = (SELECT c.system_identifier FROM pg_control_system() c)
+	  AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+$$;
+
+COMMENT ON FUNCTION snowflake_mesh_subscription(integer, name) IS
+'internal: the name of this node''s subscription of the mesh to from_worker, as recorded and owned by a superuser';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_subscription(integer, name) FROM PUBLIC;
+
+-- the name of the mesh's subscription to from_worker, or of a mesh's
+-- publication (from_worker NULL), that a new one takes: the plain name,
+-- or with a suffix where another role's object has it.  A superuser's
+-- object under the name that is not recorded is refused: it may be the
+-- mesh's, made by hand or by an earlier helper.
+CREATE FUNCTION snowflake_mesh_free_name(from_worker integer, publication name)
+RETURNS name
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	base name := CASE WHEN from_worker IS NULL THEN publication
+					  ELSE format('%s_from_w%s', publication, from_worker) END;
+	candidate name;
+	owner_super boolean;
+BEGIN
+	FOR i IN 0 .. 99 LOOP
+		candidate := CASE WHEN i = 0 THEN base ELSE format('%s_%s', base, i) END;
+		IF from_worker IS NULL THEN
+			SELECT r.rolsuper INTO owner_super FROM pg_publication p JOIN pg_roles r ON r.oid = p.pubowner
+			WHERE p.pubname = candidate;
+		ELSE
+			SELECT r.rolsuper INTO owner_super FROM pg_subscription s JOIN pg_roles r ON r.oid = s.subowner
+			WHERE s.subname = candidate
+			  AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+		END IF;
+		IF NOT FOUND THEN
+			RETURN candidate;
+		END IF;
+		IF owner_super AND i = 0 THEN
+			RAISE EXCEPTION '% "%" exists but is not recorded as the mesh''s',
+				CASE WHEN from_worker IS NULL THEN 'publication' ELSE 'subscription' END, candidate
+				USING ERRCODE = 'duplicate_object',
+					  DETAIL = 'A superuser made it by hand, or an earlier snowflake-mesh did.',
+					  HINT = 'If it is this node''s part of the mesh, record it with SELECT snowflake.snowflake_mesh_record(); otherwise drop it.';
+		END IF;
+	END LOOP;
+	RAISE EXCEPTION 'no free name for the mesh''s % "%"',
+		CASE WHEN from_worker IS NULL THEN 'publication' ELSE 'subscription' END, base
+		USING ERRCODE = 'duplicate_object',
+			  DETAIL = 'Other roles hold that name with 99 suffixes.';
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_free_name(integer, name) IS
+'internal: the name a new publication or subscription of the mesh takes, beside other roles'' objects';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_free_name(integer, name) FROM PUBLIC;
+
+-- records this node's part of a mesh made without records (by an earlier
+-- snowflake-mesh), or after pg_upgrade or a copy, which give the objects
+-- new OIDs: the superuser's publication of the mesh's name and its
+-- tables, and the superuser's subscriptions named as the mesh's
+CREATE FUNCTION snowflake_mesh_record(publication name DEFAULT 'snowflake_mesh')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	sys bigint := (SELECT c.system_identifier FROM pg_control_system() c);
+	pub oid;
+	n integer;
+BEGIN
+	PERFORM @extschema@.snowflake_mesh_node(publication);
+	DELETE FROM @extschema@.snowflake_mesh_objects o WHERE o.publication = snowflake_mesh_record.publication;
+	SELECT p.oid INTO pub FROM pg_publication p JOIN pg_roles r ON r.oid = p.pubowner
+	WHERE p.pubname = publication AND r.rolsuper;
+	IF pub IS NOT NULL THEN
+		INSERT INTO @extschema@.snowflake_mesh_objects VALUES (publication, 'publication', pub, NULL, NULL, sys);
+		INSERT INTO @extschema@.snowflake_mesh_objects
+		SELECT publication, 'table', pr.oid, pr.prrelid, NULL, sys
+		FROM pg_publication_rel pr WHERE pr.prpubid = pub;
+	END IF;
+	INSERT INTO @extschema@.snowflake_mesh_objects
+	SELECT publication, 'subscription', s.oid, NULL,
+		   substring(s.subname FROM '^' || publication || '_from_w([0-9]+)$')::integer, sys
+	FROM pg_subscription s JOIN pg_roles r ON r.oid = s.subowner
+	WHERE r.rolsuper AND s.subname ~ ('^' || publication || '_from_w[0-9]+$')
+	  AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+	SELECT count(*) INTO n FROM @extschema@.snowflake_mesh_objects o WHERE o.publication = snowflake_mesh_record.publication;
+	RETURN n;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_record(name) IS
+'records the superuser''s publication of the mesh, its tables and the subscriptions named as the mesh''s as this node''s part of it (a mesh made by an earlier helper, or after pg_upgrade); returns how many';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_record(name) FROM PUBLIC;
 
 -- the sessions that hold an advisory lock of this database, for a message
 CREATE FUNCTION snowflake_mesh_holders(key1 integer, key2 integer)
@@ -987,12 +1292,20 @@ BEGIN
 	  AND (snowflake_mesh_unlock.run IS NULL OR c.run = snowflake_mesh_unlock.run)
 	RETURNING c.change INTO ended;
 	IF run IS NULL THEN
-		-- the holds an add-table left on its tables go too
+		-- the holds an add-table left on its tables go too, and the fences
+		-- of a join or a leave that did not finish (a node that left keeps
+		-- its fence: snowflake_mesh_unfence())
 		FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
 				 WHERE tg.tgname = 'snowflake_mesh_hold'
 				   AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure
 				   AND tg.tgparentid = 0 LOOP
 			EXECUTE format('DROP TRIGGER snowflake_mesh_hold ON %s', t);
+		END LOOP;
+		FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
+				 WHERE tg.tgname = 'snowflake_mesh_fence'
+				   AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure
+				   AND tg.tgargs <> convert_to('left', 'SQL_ASCII') || '\x00'::bytea LOOP
+			EXECUTE format('DROP TRIGGER snowflake_mesh_fence ON %s', t);
 		END LOOP;
 	END IF;
 	IF mine THEN
@@ -1002,7 +1315,7 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_unlock(text, name) IS
-'ends this run''s change of the mesh on this node and drops its lock; with run NULL, clears a change left unfinished';
+'ends this run''s change of the mesh on this node and drops its lock; with run NULL, clears a change left unfinished, with its holds and fences';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_unlock(text, name) FROM PUBLIC;
 
@@ -1103,51 +1416,183 @@ COMMENT ON FUNCTION snowflake_mesh_empty(regclass) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_empty(regclass) FROM PUBLIC;
 
-CREATE FUNCTION snowflake_mesh_digest(tbl regclass)
-RETURNS text
+-- refuses a table whose updates and deletes cannot be replicated: one
+-- without a replica identity (no primary key, REPLICA IDENTITY NOTHING, or
+-- an identity index that is gone), itself or any partition of it.  Once
+-- published, every UPDATE and DELETE of it would fail on its node.
+CREATE FUNCTION snowflake_mesh_replicable(tbl regclass)
+RETURNS void
+LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	bad regclass;
+BEGIN
+	SELECT c.oid INTO bad
+	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
+	FROM (SELECT tbl AS relid, 0 AS level UNION SELECT p.relid, p.level FROM pg_partition_tree(tbl) p) t
+	JOIN pg_class c ON c.oid = t.relid
+	WHERE c.relkind = 'r'
+	  AND NOT (c.relreplident = 'f'
+			   OR c.relreplident = 'd' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
+			   OR c.relreplident = 'i' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident))
+	ORDER BY t.level, c.oid
+	LIMIT 1;
+	IF bad IS NOT NULL THEN
+		RAISE EXCEPTION 'table % has no replica identity', bad
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'The mesh could not replicate its updates and deletes: each would fail on the node it runs on.',
+				  HINT = format('Give it a primary key (ALTER TABLE %s ADD PRIMARY KEY (...)), or ALTER TABLE %s REPLICA IDENTITY FULL.', bad, bad);
+	END IF;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_replicable(regclass) IS
+'internal: refuses a table, or a partition of it, without a replica identity';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_replicable(regclass) FROM PUBLIC;
+
+-- A mesh table's rows summed whole, the same on every node that has the
+-- same rows whatever its settings: each column is read by its name (the
+-- same columns in another order are the same table), under DateStyle,
+-- IntervalStyle, extra_float_digits, bytea_output, TimeZone and
+-- lc_monetary pinned, each value hashed alone (no row's text, which can
+-- pass 1 GB), and the rows' hashes added up, so that neither their order
+-- nor the table's size matters.
+CREATE FUNCTION snowflake_mesh_digest(tbl regclass, OUT rows bigint, OUT digest text)
+RETURNS record
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+SET DateStyle = 'ISO, YMD'
+SET IntervalStyle = 'postgres'
+SET extra_float_digits = 3
+SET bytea_output = 'hex'
+SET TimeZone = 'UTC'
+SET lc_monetary = 'C'
+AS $$
+DECLARE
+	caller text := current_setting('role');
+	owner name := @extschema@.snowflake_mesh_reader(tbl);
+	cols text;
+	a numeric;
+	b numeric;
+BEGIN
+	SELECT string_agg(CASE WHEN t.oid = 'bytea'::regtype
+						   THEN format('coalesce(sha256(r.%I), ''\x00''::bytea)', at.attname)
+						   ELSE format('coalesce(sha256(convert_to(r.%I::text, ''UTF8'')), ''\x00''::bytea)', at.attname) END,
+					  ' || ' ORDER BY at.attname COLLATE "C")
+	INTO cols
+	FROM pg_attribute at JOIN pg_type t ON t.oid = at.atttypid
+	WHERE at.attrelid = tbl AND at.attnum > 0 AND NOT at.attisdropped;
+	PERFORM set_config('role', owner, true);
+	EXECUTE format('SELECT count(*), coalesce(sum((''x'' || encode(substr(h, 1, 8), ''hex''))::bit(64)::bigint), 0),'
+				   ' coalesce(sum((''x'' || encode(substr(h, 9, 8), ''hex''))::bit(64)::bigint), 0)'
+				   ' FROM (SELECT sha256(%s) AS h FROM %s r) s', coalesce(cols, '''\x00''::bytea'), tbl)
+	INTO rows, a, b;
+	-- a role set in a function outlives it: back to the caller's
+	PERFORM set_config('role', caller, true);
+	digest := substr(encode(sha256(convert_to(a::text || '/' || b::text, 'UTF8')), 'hex'), 1, 32);
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_digest(regclass) IS
+'a mesh table''s rows, counted and summed by column name with the settings pinned (the same on every node that has the same rows), read as its owner';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_digest(regclass) FROM PUBLIC;
+
+-- the worker ids that the IDs in a mesh table carry, in the columns whose
+-- default is the extension's generator: a worker id no member claims
+-- there was used by a node without a claim.  NULL where there is no such
+-- column, or one holds a key beyond the layout's IDs (supplied by a
+-- client).
+CREATE FUNCTION snowflake_mesh_workers(tbl regclass)
+RETURNS integer[]
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	caller text := current_setting('role');
-	digest text;
+	owner name := @extschema@.snowflake_mesh_reader(tbl);
+	ids text;
+	workers integer[];
 BEGIN
-	PERFORM set_config('role', @extschema@.snowflake_mesh_reader(tbl), true);
-	EXECUTE format('SELECT count(*) || '' rows, md5 '' || coalesce(md5(string_agg((r.*)::text, '','' ORDER BY (r.*)::text)), ''-'') FROM %s r', tbl)
-	INTO digest;
+	SELECT string_agg(format('(r.%I)', at.attname), ', ' ORDER BY at.attnum)
+	INTO ids
+	FROM pg_attribute at JOIN pg_attrdef ad ON ad.adrelid = at.attrelid AND ad.adnum = at.attnum
+	WHERE at.attrelid = tbl AND at.attnum > 0 AND NOT at.attisdropped
+	  AND at.atttypid = 'int8'::regtype
+	  AND EXISTS (SELECT FROM pg_depend d
+				  WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+					AND d.refclassid = 'pg_proc'::regclass
+					AND d.refobjid IN ('@extschema@.snowflake_nextval()'::regprocedure,
+									   '@extschema@.snowflake_next_id()'::regprocedure));
+	IF ids IS NULL THEN
+		RETURN NULL;
+	END IF;
+	PERFORM set_config('role', owner, true);
+	BEGIN
+		EXECUTE format('SELECT coalesce(array_agg(w ORDER BY w), ''{}'') FROM (SELECT DISTINCT (@extschema@.snowflake_decode(v.id)).worker_id AS w'
+					   ' FROM %s r, LATERAL (VALUES %s) v(id) WHERE v.id > 0) s', tbl, ids)
+		INTO workers;
+	EXCEPTION WHEN numeric_value_out_of_range THEN
+		workers := NULL;
+	END;
 	PERFORM set_config('role', caller, true);
-	RETURN digest;
+	RETURN workers;
 END $$;
 
-COMMENT ON FUNCTION snowflake_mesh_digest(regclass) IS
-'a mesh table''s rows, counted and summed whole (md5 of every row as text, in order), read as its owner';
+COMMENT ON FUNCTION snowflake_mesh_workers(regclass) IS
+'the worker ids of the IDs a mesh table''s generated keys hold, read as its owner';
 
-REVOKE ALL ON FUNCTION snowflake_mesh_digest(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_mesh_workers(regclass) FROM PUBLIC;
 
 -- the mesh's publication: made with the tables named and
 -- snowflake_workers, or the tables named added to it; inserts, updates
 -- and deletes, not TRUNCATE (a TRUNCATE racing others' writes would leave
--- each node a different remainder)
+-- each node a different remainder), partitioned tables as their root (the
+-- members' partitions need not match).  Each table must replicate updates
+-- and deletes.  Recorded as the mesh's.
 CREATE FUNCTION snowflake_mesh_publish(tables text[], publication name DEFAULT 'snowflake_mesh')
-RETURNS void
+RETURNS name
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+	sys bigint := (SELECT c.system_identifier FROM pg_control_system() c);
+	rels oid[];
 	list text;
+	pub name;
+	t oid;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	SELECT string_agg(@extschema@.snowflake_mesh_table(t)::text, ', ') INTO list FROM unnest(tables) t;
-	IF NOT EXISTS (SELECT FROM pg_publication p WHERE p.pubname = publication) THEN
-		EXECUTE format('CREATE PUBLICATION %I FOR TABLE %s WITH (publish = %L)', publication,
+	SELECT array_agg(@extschema@.snowflake_mesh_table(x)::oid ORDER BY o) INTO rels FROM unnest(tables) WITH ORDINALITY u(x, o);
+	FOREACH t IN ARRAY coalesce(rels, '{}') LOOP
+		PERFORM @extschema@.snowflake_mesh_reader(t::regclass);
+		PERFORM @extschema@.snowflake_mesh_replicable(t::regclass);
+	END LOOP;
+	SELECT string_agg(r::regclass::text, ', ') INTO list FROM unnest(rels) r;
+	pub := @extschema@.snowflake_mesh_publication(publication);
+	IF pub IS NULL THEN
+		pub := @extschema@.snowflake_mesh_free_name(NULL, publication);
+		-- the records of a publication that is gone go with it
+		DELETE FROM @extschema@.snowflake_mesh_objects o
+		WHERE o.publication = snowflake_mesh_publish.publication AND o.kind IN ('publication', 'table');
+		EXECUTE format('CREATE PUBLICATION %I FOR TABLE %s WITH (publish = %L, publish_via_partition_root = true)', pub,
 					   concat_ws(', ', list, '@extschema@.snowflake_workers'), 'insert, update, delete');
+		INSERT INTO @extschema@.snowflake_mesh_objects
+		SELECT publication, 'publication', p.oid, NULL, NULL, sys FROM pg_publication p WHERE p.pubname = pub;
+		rels := rels || '@extschema@.snowflake_workers'::regclass::oid;
 	ELSIF list IS NOT NULL THEN
-		EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s', publication, list);
+		EXECUTE format('ALTER PUBLICATION %I ADD TABLE %s', pub, list);
 	END IF;
+	INSERT INTO @extschema@.snowflake_mesh_objects
+	SELECT publication, 'table', pr.oid, pr.prrelid, NULL, sys
+	FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid
+	WHERE p.pubname = pub AND pr.prrelid = ANY (rels)
+	ON CONFLICT DO NOTHING;
+	RETURN pub;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_publish(text[], name) IS
-'makes the mesh''s publication of the tables named and snowflake_workers, or adds the tables to it';
+'makes the mesh''s publication of the tables named and snowflake_workers, or adds the tables to it, and records them; returns its name';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_publish(text[], name) FROM PUBLIC;
 
@@ -1156,18 +1601,28 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+	pub name;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
+	pub := @extschema@.snowflake_mesh_publication(publication);
 	IF tables IS NULL THEN
-		EXECUTE format('DROP PUBLICATION IF EXISTS %I', publication);
-	ELSE
-		EXECUTE format('ALTER PUBLICATION %I DROP TABLE %s', publication,
+		IF pub IS NOT NULL THEN
+			EXECUTE format('DROP PUBLICATION %I', pub);
+		END IF;
+		DELETE FROM @extschema@.snowflake_mesh_objects o
+		WHERE o.publication = snowflake_mesh_unpublish.publication AND o.kind IN ('publication', 'table');
+	ELSIF pub IS NOT NULL THEN
+		EXECUTE format('ALTER PUBLICATION %I DROP TABLE %s', pub,
 					   (SELECT string_agg(@extschema@.snowflake_mesh_table(t)::text, ', ') FROM unnest(tables) t));
+		DELETE FROM @extschema@.snowflake_mesh_objects o
+		WHERE o.publication = snowflake_mesh_unpublish.publication AND o.kind = 'table'
+		  AND NOT EXISTS (SELECT FROM pg_publication_rel pr WHERE pr.oid = o.object);
 	END IF;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_unpublish(text[], name) IS
-'drops the tables named from the mesh''s publication, or the publication when tables is NULL';
+'drops the tables named from the mesh''s publication, or the publication when tables is NULL, with their records';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_unpublish(text[], name) FROM PUBLIC;
 
@@ -1246,6 +1701,107 @@ COMMENT ON FUNCTION snowflake_mesh_release(regclass) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_release(regclass) FROM PUBLIC;
 
+
+--
+-- A node's tables refuse writes while it joins the mesh (its rows come
+-- from the mesh, and a write accepted there would be lost if the join were
+-- taken back), while it leaves (every member must have every row it
+-- wrote), and once it has left (a row written there would reach no
+-- member).  The fence is a statement trigger on the table and on each of
+-- its partitions, which logical replication's apply does not fire.
+--
+CREATE FUNCTION snowflake_mesh_fenced()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	tbl text := format('%I.%I', TG_TABLE_SCHEMA, TG_TABLE_NAME);
+BEGIN
+	IF TG_ARGV[0] = 'join' THEN
+		RAISE EXCEPTION 'table % takes no writes while its node joins the mesh', tbl
+			USING ERRCODE = 'SM002',
+				  DETAIL = 'Its rows come from the members until the join ends.',
+				  HINT = 'Write on a member of the mesh meanwhile; this node takes writes once it is one.';
+	ELSIF TG_ARGV[0] = 'leave' THEN
+		RAISE EXCEPTION 'table % takes no writes while its node leaves the mesh', tbl
+			USING ERRCODE = 'SM002',
+				  DETAIL = 'Every member receives every row this node wrote before it leaves.',
+				  HINT = 'Write on a member that stays in the mesh.';
+	END IF;
+	RAISE EXCEPTION 'table % takes no writes: its node left the mesh', tbl
+		USING ERRCODE = 'SM002',
+			  DETAIL = 'A row written here would reach no member.',
+			  HINT = 'Write on a member of the mesh; to use the table on this node alone, SELECT snowflake.snowflake_mesh_unfence() there.';
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_fenced() IS
+'trigger: refuses a write to a table of a node that joins the mesh, leaves it, or left it';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_fenced() FROM PUBLIC;
+
+CREATE FUNCTION snowflake_mesh_fence(tbl regclass, why text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	part regclass;
+BEGIN
+	IF why NOT IN ('join', 'leave', 'left') THEN
+		RAISE EXCEPTION 'invalid fence "%"', why
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A fence is for a join, a leave, or a node that left: join, leave or left.';
+	END IF;
+	PERFORM @extschema@.snowflake_mesh_reader(tbl);
+	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
+	FOR part IN SELECT tbl UNION SELECT p.relid FROM pg_partition_tree(tbl) p LOOP
+		-- a trigger of that name that is not ours would leave writes open
+		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = 'snowflake_mesh_fence'
+				   AND t.tgfoid <> '@extschema@.snowflake_mesh_fenced()'::regprocedure) THEN
+			RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_fence" of its own', part
+				USING ERRCODE = 'duplicate_object',
+					  HINT = 'Rename that trigger on this node.';
+		END IF;
+		-- the trigger's lock waits for the writes under way: once it is
+		-- made, every write that was accepted is committed
+		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_fence ON %s', part);
+		EXECUTE format('CREATE TRIGGER snowflake_mesh_fence BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
+					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_fenced(%L)', part, why);
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_fence(regclass, text) IS
+'makes the table and its partitions refuse writes, for a join, a leave, or a node that left the mesh';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_fence(regclass, text) FROM PUBLIC;
+
+CREATE FUNCTION snowflake_mesh_unfence(tbl regclass DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	t regclass;
+	n integer := 0;
+BEGIN
+	FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
+			 WHERE tg.tgname = 'snowflake_mesh_fence'
+			   AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure
+			   AND (snowflake_mesh_unfence.tbl IS NULL
+					OR tg.tgrelid = snowflake_mesh_unfence.tbl
+					OR tg.tgrelid IN (SELECT p.relid FROM pg_partition_tree(snowflake_mesh_unfence.tbl) p)) LOOP
+		EXECUTE format('DROP TRIGGER snowflake_mesh_fence ON %s', t);
+		n := n + 1;
+	END LOOP;
+	RETURN n;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_unfence(regclass) IS
+'lets the table (every table when NULL) and its partitions take writes again; returns how many fences went';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_unfence(regclass) FROM PUBLIC;
+
 --
 -- Slots and subscriptions.  A subscription is made without a slot, on
 -- one made beforehand on its publisher: the start of a stream is a
@@ -1310,23 +1866,40 @@ COMMENT ON FUNCTION snowflake_mesh_drop_slot(integer, interval, name) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_drop_slot(integer, interval, name) FROM PUBLIC;
 
-CREATE FUNCTION snowflake_mesh_subscribe(from_worker integer, conninfo text, copy_data boolean,
-										 enabled boolean, failover boolean,
-										 publication name DEFAULT 'snowflake_mesh')
-RETURNS void
+-- this node's subscription to from_worker's publication remote_publication
+-- (its name for the mesh's publication), on the slot
+-- snowflake_mesh_create_slot() made there, recorded as the mesh's.  origin
+-- none takes only the rows from_worker wrote (each row travels once, from
+-- the node that wrote it); origin any also those it applied, while a new
+-- node catches up with its copy source.
+CREATE FUNCTION snowflake_mesh_subscribe(from_worker integer, conninfo text, remote_publication name,
+										 copy_data boolean, enabled boolean, failover boolean,
+										 origin text DEFAULT 'none', publication name DEFAULT 'snowflake_mesh')
+RETURNS name
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	me integer := @extschema@.snowflake_mesh_node(publication);
+	sub name;
 	options text;
 BEGIN
 	IF from_worker < 0 THEN
 		RAISE EXCEPTION 'worker id % is out of range', from_worker USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	-- origin = none: each row travels once, from the node that wrote it
-	options := format('slot_name = %L, create_slot = false, origin = none, copy_data = %s, enabled = %s',
-					  format('%s_w%s_to_w%s', publication, from_worker, me), copy_data::text, enabled::text);
+	IF origin NOT IN ('none', 'any') THEN
+		RAISE EXCEPTION 'invalid origin "%"', origin
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'A mesh subscribes with origin none or any.';
+	END IF;
+	sub := @extschema@.snowflake_mesh_subscription(from_worker, publication);
+	IF sub IS NOT NULL THEN
+		RAISE EXCEPTION 'this node already subscribes to worker % in mesh %', from_worker, publication
+			USING ERRCODE = 'duplicate_object',
+				  DETAIL = format('Its subscription is %s.', sub);
+	END IF;
+	sub := @extschema@.snowflake_mesh_free_name(from_worker, publication);
+	options := format('slot_name = %L, create_slot = false, origin = %s, copy_data = %s, enabled = %s',
+					  format('%s_w%s_to_w%s', publication, from_worker, me), origin, copy_data::text, enabled::text);
 	IF failover AND current_setting('server_version_num')::integer >= 170000 THEN
 		options := options || ', failover = true';
 	END IF;
@@ -1336,13 +1909,39 @@ BEGIN
 		options := options || ', synchronous_commit = on';
 	END IF;
 	EXECUTE format('CREATE SUBSCRIPTION %I CONNECTION %L PUBLICATION %I WITH (%s)',
-				   format('%s_from_w%s', publication, from_worker), conninfo, publication, options);
+				   sub, conninfo, remote_publication, options);
+	INSERT INTO @extschema@.snowflake_mesh_objects
+	SELECT publication, 'subscription', s.oid, NULL, from_worker, c.system_identifier
+	FROM pg_subscription s, pg_control_system() c
+	WHERE s.subname = sub AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+	RETURN sub;
 END $$;
 
-COMMENT ON FUNCTION snowflake_mesh_subscribe(integer, text, boolean, boolean, boolean, name) IS
-'subscribes this node to from_worker''s rows, on the slot snowflake_mesh_create_slot() made there';
+COMMENT ON FUNCTION snowflake_mesh_subscribe(integer, text, name, boolean, boolean, boolean, text, name) IS
+'subscribes this node to from_worker''s rows, on the slot snowflake_mesh_create_slot() made there, and records it; returns its name';
 
-REVOKE ALL ON FUNCTION snowflake_mesh_subscribe(integer, text, boolean, boolean, boolean, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_mesh_subscribe(integer, text, name, boolean, boolean, boolean, text, name) FROM PUBLIC;
+
+-- the mesh's subscription to from_worker, or an error
+CREATE FUNCTION snowflake_mesh_subscription_of(from_worker integer, publication name)
+RETURNS name
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	sub name := @extschema@.snowflake_mesh_subscription(from_worker, publication);
+BEGIN
+	IF sub IS NULL THEN
+		RAISE EXCEPTION 'this node has no subscription to worker % in mesh %', from_worker, publication
+			USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN sub;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_subscription_of(integer, name) IS
+'internal: the name of this node''s subscription of the mesh to from_worker, or an error if there is none';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_subscription_of(integer, name) FROM PUBLIC;
 
 CREATE FUNCTION snowflake_mesh_unsubscribe(from_worker integer, publication name DEFAULT 'snowflake_mesh')
 RETURNS name
@@ -1350,18 +1949,22 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	sub name := format('%s_from_w%s', publication, from_worker);
+	sub name;
 	slot name;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	SELECT s.subslotname INTO slot FROM pg_subscription s
-	WHERE s.subname = sub AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
-	IF NOT FOUND THEN
+	sub := @extschema@.snowflake_mesh_subscription(from_worker, publication);
+	IF sub IS NULL THEN
 		RETURN NULL;
 	END IF;
+	SELECT s.subslotname INTO slot FROM pg_subscription s
+	WHERE s.subname = sub AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
 	EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', sub);
 	EXECUTE format('ALTER SUBSCRIPTION %I SET (slot_name = NONE)', sub);
 	EXECUTE format('DROP SUBSCRIPTION %I', sub);
+	DELETE FROM @extschema@.snowflake_mesh_objects o
+	WHERE o.publication = snowflake_mesh_unsubscribe.publication AND o.kind = 'subscription'
+	  AND o.from_worker = snowflake_mesh_unsubscribe.from_worker;
 	RETURN slot;
 END $$;
 
@@ -1379,12 +1982,13 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	sub name := format('%s_from_w%s', publication, from_worker);
+	sub name;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
 	IF from_worker IS NULL OR enabled IS NULL THEN
 		RAISE EXCEPTION 'from_worker and enabled must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
+	sub := @extschema@.snowflake_mesh_subscription_of(from_worker, publication);
 	IF conninfo IS NOT NULL THEN
 		EXECUTE format('ALTER SUBSCRIPTION %I DISABLE', sub);
 		EXECUTE format('ALTER SUBSCRIPTION %I CONNECTION %L', sub, conninfo);
@@ -1396,6 +2000,30 @@ COMMENT ON FUNCTION snowflake_mesh_enable(integer, boolean, text, name) IS
 'starts or stops this node''s subscription to from_worker, pointed at conninfo when given';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_enable(integer, boolean, text, name) FROM PUBLIC;
+
+-- which changes this node's subscription to from_worker takes: none (the
+-- rows from_worker wrote) or any (also those it applied); the walsender
+-- reads it when the subscription starts
+CREATE FUNCTION snowflake_mesh_set_origin(from_worker integer, origin text,
+										  publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM @extschema@.snowflake_mesh_node(publication);
+	IF origin NOT IN ('none', 'any') THEN
+		RAISE EXCEPTION 'invalid origin "%"', origin
+			USING ERRCODE = 'invalid_parameter_value', HINT = 'A mesh subscribes with origin none or any.';
+	END IF;
+	EXECUTE format('ALTER SUBSCRIPTION %I SET (origin = %s)',
+				   @extschema@.snowflake_mesh_subscription_of(from_worker, publication), origin);
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_set_origin(integer, text, name) IS
+'sets which changes this node''s subscription to from_worker takes: none (those from_worker wrote) or any';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_set_origin(integer, text, name) FROM PUBLIC;
 
 -- where this node's subscription to from_worker stands (its replication
 -- origin), or, with advance_to, moved there
@@ -1410,12 +2038,8 @@ DECLARE
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
 	SELECT 'pg_' || s.oid INTO origin FROM pg_subscription s
-	WHERE s.subname = format('%s_from_w%s', publication, from_worker)
+	WHERE s.subname = @extschema@.snowflake_mesh_subscription_of(from_worker, publication)
 	  AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
-	IF origin IS NULL THEN
-		RAISE EXCEPTION 'subscription "%" does not exist', format('%s_from_w%s', publication, from_worker)
-			USING ERRCODE = 'undefined_object';
-	END IF;
 	IF advance_to IS NOT NULL THEN
 		PERFORM pg_replication_origin_advance(origin, advance_to);
 	END IF;
@@ -1427,10 +2051,32 @@ COMMENT ON FUNCTION snowflake_mesh_origin(integer, pg_lsn, name) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_origin(integer, pg_lsn, name) FROM PUBLIC;
 
+-- a change of this node that reaches every subscriber of it: its own
+-- claim written again as it is.  A subscriber whose replication origin for
+-- this node has passed a position taken before it has applied everything
+-- this node committed before that position.
+CREATE FUNCTION snowflake_mesh_mark(publication name DEFAULT 'snowflake_mesh')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	UPDATE @extschema@.snowflake_workers w SET node_name = w.node_name
+	WHERE w.worker_id = @extschema@.snowflake_mesh_node(publication)
+	  AND w.system_identifier = (SELECT c.system_identifier FROM pg_control_system() c);
+	RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_mark(name) IS
+'writes this node''s claim again as it is, a change every subscriber of the mesh applies; false if the node has no claim';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_mark(name) FROM PUBLIC;
+
 --
 -- Waiting.  Each waits at most timeout, checking every 100 ms, and reads
 -- the catalogs and the statistics afresh each time, which takes READ
--- COMMITTED.
+-- COMMITTED.  One that gives up ends with SQLSTATE SM001, the mesh's own:
+-- the caller may wait again.
 --
 CREATE FUNCTION snowflake_mesh_wait_stopped(from_worker integer, timeout interval DEFAULT '300 s',
 											publication name DEFAULT 'snowflake_mesh')
@@ -1442,15 +2088,15 @@ DECLARE
 	deadline timestamptz := clock_timestamp() + timeout;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	WHILE EXISTS (SELECT FROM pg_stat_subscription st JOIN pg_subscription s ON s.oid = st.subid
-				  WHERE st.pid IS NOT NULL
-					AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-					AND CASE WHEN from_worker IS NULL
-							 THEN starts_with(s.subname::text, publication || '_from_w')
-							 ELSE s.subname = format('%s_from_w%s', publication, from_worker) END) LOOP
+	WHILE EXISTS (SELECT FROM pg_stat_subscription st
+				  JOIN @extschema@.snowflake_mesh_objects o ON o.object = st.subid
+				  WHERE st.pid IS NOT NULL AND o.publication = snowflake_mesh_wait_stopped.publication
+					AND o.kind = 'subscription'
+					AND (snowflake_mesh_wait_stopped.from_worker IS NULL
+						 OR o.from_worker = snowflake_mesh_wait_stopped.from_worker)) LOOP
 		IF clock_timestamp() > deadline THEN
 			RAISE EXCEPTION 'gave up after % waiting for the workers of the subscriptions to stop', timeout
-				USING ERRCODE = 'query_canceled';
+				USING ERRCODE = 'SM001';
 		END IF;
 		PERFORM pg_sleep(0.1);
 	END LOOP;
@@ -1468,7 +2114,7 @@ LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	sub name := format('%s_from_w%s', publication, from_worker);
+	sub name;
 	deadline timestamptz := clock_timestamp() + timeout;
 	errors bigint;
 BEGIN
@@ -1477,10 +2123,7 @@ BEGIN
 		RAISE EXCEPTION 'snowflake_mesh_wait_copied() waits only at isolation level READ COMMITTED'
 			USING ERRCODE = 'invalid_transaction_state';
 	END IF;
-	IF NOT EXISTS (SELECT FROM pg_subscription s
-				   WHERE s.subname = sub AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())) THEN
-		RAISE EXCEPTION 'subscription "%" does not exist', sub USING ERRCODE = 'undefined_object';
-	END IF;
+	sub := @extschema@.snowflake_mesh_subscription_of(from_worker, publication);
 	LOOP
 		PERFORM pg_stat_clear_snapshot();
 		-- a copy that fails is tried again and again: it does not heal by
@@ -1488,7 +2131,7 @@ BEGIN
 		-- parts)
 		SELECT coalesce(sum(e.value::bigint), 0) INTO errors
 		FROM pg_stat_subscription_stats ss, jsonb_each_text(to_jsonb(ss)) e
-		WHERE ss.subname = sub AND e.key LIKE '%error_count';
+		WHERE ss.subname = sub AND e.key LIKE 'sync%error_count';
 		IF errors > 0 THEN
 			RAISE EXCEPTION 'the copy of subscription "%" failed', sub
 				USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -1499,7 +2142,7 @@ BEGIN
 								AND s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()));
 		IF clock_timestamp() > deadline THEN
 			RAISE EXCEPTION 'gave up after % waiting for the copy of subscription "%"', timeout, sub
-				USING ERRCODE = 'query_canceled',
+				USING ERRCODE = 'SM001',
 					  HINT = 'See pg_subscription_rel, pg_stat_subscription and the server log.';
 		END IF;
 		PERFORM pg_sleep(0.1);
@@ -1540,7 +2183,7 @@ BEGIN
 		EXIT WHEN s.confirmed >= upto;
 		IF clock_timestamp() > deadline THEN
 			RAISE EXCEPTION 'gave up after % waiting for worker % to receive this node''s changes up to %', timeout, for_worker, upto
-				USING ERRCODE = 'query_canceled',
+				USING ERRCODE = 'SM001',
 					  HINT = 'See pg_stat_subscription there and both server logs; a subscriber reports its progress every wal_receiver_status_interval.';
 		END IF;
 		PERFORM pg_sleep(0.1);
@@ -1552,69 +2195,219 @@ COMMENT ON FUNCTION snowflake_mesh_wait_received(integer, pg_lsn, interval, name
 
 REVOKE ALL ON FUNCTION snowflake_mesh_wait_received(integer, pg_lsn, interval, name) FROM PUBLIC;
 
--- the changes this node's mesh subscriptions skipped because the row was
--- not there (update_missing, delete_missing); NULL before 18, which does
--- not count them.  Counters of a running worker reach the statistics
--- within about a second; a stopped worker has flushed its own.
-CREATE FUNCTION snowflake_mesh_missing(publication name DEFAULT 'snowflake_mesh')
-RETURNS bigint
+-- the subscriber's side: its replication origin moves as each
+-- transaction is applied, without waiting for a report to the publisher
+CREATE FUNCTION snowflake_mesh_wait_applied(from_worker integer, upto pg_lsn, timeout interval DEFAULT '300 s',
+											publication name DEFAULT 'snowflake_mesh')
+RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	missed bigint;
+	deadline timestamptz := clock_timestamp() + timeout;
+	at pg_lsn;
+BEGIN
+	LOOP
+		at := @extschema@.snowflake_mesh_origin(from_worker, NULL, publication);
+		EXIT WHEN at >= upto;
+		IF clock_timestamp() > deadline THEN
+			RAISE EXCEPTION 'gave up after % waiting to apply the changes of worker % up to %', timeout, from_worker, upto
+				USING ERRCODE = 'SM001',
+					  HINT = 'See pg_stat_subscription and this node''s server log.';
+		END IF;
+		PERFORM pg_sleep(0.05);
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_wait_applied(integer, pg_lsn, interval, name) IS
+'waits until this node has applied from_worker''s changes up to upto';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_wait_applied(integer, pg_lsn, interval, name) FROM PUBLIC;
+
+-- the changes each of this node's mesh subscriptions skipped because the
+-- row was not there (update_missing, delete_missing, and every other
+-- *_missing counter); NULL before 18, which does not count them.
+-- Counters of a running worker reach the statistics within about a
+-- second; a stopped worker has flushed its own.
+CREATE FUNCTION snowflake_mesh_missing(publication name DEFAULT 'snowflake_mesh')
+RETURNS TABLE (subscription name, from_worker integer, missing bigint)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	IF current_setting('server_version_num')::integer < 180000 THEN
-		RETURN NULL;
-	END IF;
 	PERFORM pg_stat_clear_snapshot();
-	SELECT coalesce(sum(e.value::bigint), 0) INTO missed
-	FROM pg_stat_subscription_stats ss JOIN pg_subscription s ON s.oid = ss.subid,
-		 jsonb_each_text(to_jsonb(ss)) e
-	WHERE s.subdbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-	  AND starts_with(s.subname::text, publication || '_from_w')
-	  AND e.key IN ('confl_update_missing', 'confl_delete_missing');
-	RETURN missed;
+	RETURN QUERY
+	SELECT s.subname, o.from_worker,
+		   CASE WHEN current_setting('server_version_num')::integer >= 180000
+				THEN (SELECT coalesce(sum(e.value::bigint), 0)
+					  FROM pg_stat_subscription_stats ss, jsonb_each_text(to_jsonb(ss)) e
+					  WHERE ss.subid = s.oid AND e.key LIKE 'confl\_%\_missing')::bigint END
+	FROM @extschema@.snowflake_mesh_objects o JOIN pg_subscription s ON s.oid = o.object
+	WHERE o.publication = snowflake_mesh_missing.publication AND o.kind = 'subscription'
+	ORDER BY o.from_worker;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_missing(name) IS
-'update_missing and delete_missing conflicts of this node''s mesh subscriptions (18 and later; NULL before)';
+'changes each of this node''s mesh subscriptions skipped for a missing row (*_missing conflicts, 18 and later; NULL before)';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_missing(name) FROM PUBLIC;
 
 --
 -- The node's state, as snowflake-mesh status reports it: one row per
--- subscription, slot, published table, subscribed table, claim, change
--- of the mesh and leftover hold, and one row per fault found here, with
--- its class: lost (changes skipped, a slot that can no longer feed its
+-- publication, published table, subscription, subscribed table, slot,
+-- claim and change of the mesh, and one row per fault found here, with its
+-- class: lost (changes skipped, a slot that can no longer feed its
 -- subscriber), failing (replication stopped or erring) or shape (the
--- mesh's objects or records are not as a mesh's are).  What only a
--- comparison across the nodes shows, and how far behind a subscriber is,
--- the helper finds.
+-- mesh's objects, their settings or records are not as a mesh's are).
+-- worker is the worker id a row is about (a subscription's publisher, a
+-- claim's), publications a subscription's.  What only a comparison across
+-- the nodes shows, and how far behind a subscriber is, the helper finds.
 --
 CREATE FUNCTION snowflake_mesh_state(publication name DEFAULT 'snowflake_mesh')
-RETURNS TABLE (kind text, name text, detail text, class text)
+RETURNS TABLE (kind text, name text, detail text, class text, worker integer, publications text[])
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	me integer;
+	sys bigint := (SELECT s.system_identifier FROM pg_control_system() s);
 	refusal text;
 	db oid := (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
+	pattern text;
+	pub pg_publication;
+	pub_super boolean;
 	r record;
-	c @extschema@.snowflake_mesh_changes;
+	chg @extschema@.snowflake_mesh_changes;
 BEGIN
 	me := @extschema@.snowflake_mesh_node(publication);
+	pattern := '^' || publication || '_from_w[0-9]+(_[0-9]+)?$';
 	BEGIN
 		PERFORM @extschema@.snowflake_worker_id();
 	EXCEPTION WHEN object_not_in_prerequisite_state THEN
 		GET STACKED DIAGNOSTICS refusal = MESSAGE_TEXT;
-		RETURN QUERY SELECT 'fault', 'node', 'refuses to generate IDs: ' || refusal, 'shape';
+		RETURN QUERY SELECT 'fault', 'node', 'refuses to generate IDs: ' || refusal, 'shape', me, NULL::text[];
 	END;
+	RETURN QUERY SELECT 'fault', 'the records of mesh ' || snowflake_mesh_state.publication,
+		format('were made by system %s, not by this one (%s): after pg_upgrade or on a copy the objects are not the ones recorded; compare the members with status --rows, then SELECT snowflake.snowflake_mesh_record(%L) here',
+			   min(o.system_identifier), sys, snowflake_mesh_state.publication), 'shape', me, NULL::text[]
+		FROM @extschema@.snowflake_mesh_objects o
+		WHERE o.publication = snowflake_mesh_state.publication AND o.system_identifier <> sys
+		HAVING count(*) > 0;
 	PERFORM pg_stat_clear_snapshot();
+
+	-- the publication, recorded, with what it publishes
+	SELECT p.* INTO pub FROM @extschema@.snowflake_mesh_objects o JOIN pg_publication p ON p.oid = o.object
+	WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'publication' AND o.system_identifier = sys;
+	IF pub.oid IS NULL THEN
+		IF EXISTS (SELECT FROM pg_publication p JOIN pg_roles o ON o.oid = p.pubowner
+				   WHERE p.pubname = publication AND o.rolsuper) THEN
+			RETURN QUERY SELECT 'fault', 'publication ' || publication,
+				format('is not recorded as the mesh''s (made by hand, or by an earlier snowflake-mesh): compare the members with status --rows, then SELECT snowflake.snowflake_mesh_record(%L) here', publication),
+				'shape', me, NULL::text[];
+		ELSE
+			RETURN QUERY SELECT 'fault', 'publication ' || publication, 'is missing', 'shape', me, NULL::text[];
+		END IF;
+	ELSE
+		SELECT o.rolsuper INTO pub_super FROM pg_roles o WHERE o.oid = pub.pubowner;
+		-- given to another role, it is no longer the mesh's: not shown as one
+		IF pub_super THEN
+			RETURN QUERY SELECT 'publication', pub.pubname::text,
+				concat_ws(', ', CASE WHEN pub.pubinsert THEN 'insert' END, CASE WHEN pub.pubupdate THEN 'update' END,
+						  CASE WHEN pub.pubdelete THEN 'delete' END, CASE WHEN pub.pubtruncate THEN 'truncate' END),
+				NULL::text, me, NULL::text[];
+		ELSE
+			RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+				format('is owned by role %s, not a superuser: it is not the mesh''s', pub.pubowner::regrole), 'shape', me, NULL::text[];
+		END IF;
+		IF NOT (pub.pubinsert AND pub.pubupdate AND pub.pubdelete) THEN
+			RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+				format('publishes only %s: the other changes of this node reach no member; ALTER PUBLICATION %I SET (publish = ''insert, update, delete'')',
+					   coalesce(nullif(concat_ws(', ', CASE WHEN pub.pubinsert THEN 'insert' END,
+												 CASE WHEN pub.pubupdate THEN 'update' END,
+												 CASE WHEN pub.pubdelete THEN 'delete' END), ''), 'nothing'), pub.pubname),
+				'shape', me, NULL::text[];
+		END IF;
+		IF pub.pubtruncate THEN
+			RETURN QUERY SELECT 'hint', 'publication ' || pub.pubname,
+				format('publishes TRUNCATE; ALTER PUBLICATION %I SET (publish = ''insert, update, delete'')', pub.pubname),
+				NULL::text, me, NULL::text[];
+		END IF;
+		IF pub.puballtables THEN
+			RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname, 'publishes every table of the database', 'shape', me, NULL::text[];
+		END IF;
+		RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+			format('publishes every table of schema %I', n.nspname), 'shape', me, NULL::text[]
+			FROM pg_publication_namespace pn JOIN pg_namespace n ON n.oid = pn.pnnspid
+			WHERE pn.pnpubid = pub.oid;
+		-- from the catalogs, not pg_publication_tables, which locks each
+		-- table: a table locked by a session must not stop status
+		FOR r IN
+			SELECT pr.oid, t.oid AS rel, format('%I.%I', n.nspname, t.relname) AS tbl, t.relkind,
+				   pr.prqual IS NOT NULL AS filtered, pr.prattrs IS NOT NULL AS columns,
+				   EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+						   WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'table'
+							 AND o.object = pr.oid AND o.system_identifier = sys) AS recorded,
+				   (SELECT c.oid
+					FROM (SELECT t.oid AS relid, 0 AS level UNION SELECT p.relid, p.level FROM pg_partition_tree(t.oid) p) x
+					JOIN pg_class c ON c.oid = x.relid
+					WHERE c.relkind = 'r'
+					  AND NOT (c.relreplident = 'f'
+							   OR c.relreplident = 'd' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
+							   OR c.relreplident = 'i' AND EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident))
+					ORDER BY x.level, c.oid LIMIT 1)::regclass::text AS no_identity
+			FROM pg_publication_rel pr JOIN pg_class t ON t.oid = pr.prrelid
+			JOIN pg_namespace n ON n.oid = t.relnamespace
+			WHERE pr.prpubid = pub.oid
+			ORDER BY 3
+		LOOP
+			RETURN QUERY SELECT 'published', pub.pubname::text, r.tbl, NULL::text, me, NULL::text[];
+			IF r.filtered THEN
+				RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+					format('publishes only the rows of %s that its row filter lets through: the others reach no member', r.tbl),
+					'shape', me, NULL::text[];
+			END IF;
+			IF r.columns THEN
+				RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+					format('publishes only some columns of %s (a column list): the others reach no member', r.tbl),
+					'shape', me, NULL::text[];
+			END IF;
+			IF NOT r.recorded THEN
+				RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+					format('has %s, put in by hand, not by snowflake-mesh add-table: rows written while it was out of the mesh may differ; compare the members with status --rows, then SELECT snowflake.snowflake_mesh_record(%L) here', r.tbl, publication),
+					'shape', me, NULL::text[];
+			END IF;
+			IF r.no_identity IS NOT NULL THEN
+				RETURN QUERY SELECT 'fault', 'table ' || r.tbl,
+					format('has no replica identity%s: every UPDATE and DELETE of it fails on this node',
+						   CASE WHEN r.no_identity <> r.rel::regclass::text THEN format(' (its partition %s)', r.no_identity) ELSE '' END),
+					'shape', me, NULL::text[];
+			END IF;
+			IF r.relkind = 'p' AND NOT pub.pubviaroot THEN
+				RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+					format('publishes the partitions of %s apart (publish_via_partition_root is off): ALTER PUBLICATION %I SET (publish_via_partition_root = true)', r.tbl, pub.pubname),
+					'shape', me, NULL::text[];
+			END IF;
+		END LOOP;
+		RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+			format('no longer has %s, which snowflake-mesh put in: its changes on this node reach no member', coalesce(o.relation::regclass::text, o.relation::text)),
+			'shape', me, NULL::text[]
+			FROM @extschema@.snowflake_mesh_objects o
+			WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'table' AND o.system_identifier = sys
+			  AND NOT EXISTS (SELECT FROM pg_publication_rel pr WHERE pr.oid = o.object);
+		IF NOT EXISTS (SELECT FROM pg_publication_rel pr
+					   WHERE pr.prpubid = pub.oid AND pr.prrelid = '@extschema@.snowflake_workers'::regclass) THEN
+			RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
+				'does not publish snowflake.snowflake_workers: this node''s claims reach no member', 'shape', me, NULL::text[];
+		END IF;
+	END IF;
+
+	-- the subscriptions recorded as the mesh's
 	FOR r IN
-		SELECT s.oid, s.subname, s.subenabled,
+		SELECT s.oid, s.subname, s.subenabled, o.from_worker, s.subpublications, s.subslotname,
+			   s.subowner::regrole::text AS owner, ow.rolsuper,
+			   coalesce(to_jsonb(s) ->> 'suborigin', 'any') AS origin,
+			   coalesce(to_jsonb(s) ->> 'subskiplsn', '0/0') AS skiplsn,
 			   EXISTS (SELECT FROM pg_stat_subscription st
 					   WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL) AS running,
 			   (SELECT count(*) FROM pg_subscription_rel sr WHERE sr.srsubid = s.oid AND sr.srsubstate <> 'r') AS syncing,
@@ -1622,16 +2415,19 @@ BEGIN
 				WHERE st.subid = s.oid AND st.relid IS NULL) AS received,
 			   coalesce(x.apply_errors, 0) AS apply_errors, coalesce(x.sync_errors, 0) AS sync_errors,
 			   x.missing, x.differs
-		FROM pg_subscription s
+		FROM @extschema@.snowflake_mesh_objects o
+		JOIN pg_subscription s ON s.oid = o.object
+		JOIN pg_roles ow ON ow.oid = s.subowner
 		LEFT JOIN (SELECT ss.subid,
 						  sum(e.value::bigint) FILTER (WHERE e.key = 'apply_error_count') AS apply_errors,
 						  sum(e.value::bigint) FILTER (WHERE e.key LIKE 'sync%error_count') AS sync_errors,
-						  sum(e.value::bigint) FILTER (WHERE e.key IN ('confl_update_missing', 'confl_delete_missing')) AS missing,
-						  sum(e.value::bigint) FILTER (WHERE e.key LIKE 'confl_%' AND e.key NOT IN ('confl_update_missing', 'confl_delete_missing')) AS differs
+						  sum(e.value::bigint) FILTER (WHERE e.key LIKE 'confl\_%\_missing') AS missing,
+						  sum(e.value::bigint) FILTER (WHERE e.key LIKE 'confl\_%' AND e.key NOT LIKE 'confl\_%\_missing') AS differs
 				   FROM pg_stat_subscription_stats ss, jsonb_each_text(to_jsonb(ss)) e
 				   GROUP BY ss.subid) x ON x.subid = s.oid
-		WHERE s.subdbid = db AND starts_with(s.subname::text, publication || '_from_w')
-		ORDER BY s.subname
+		WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'subscription'
+		  AND o.system_identifier = sys AND s.subdbid = db
+		ORDER BY o.from_worker, s.subname
 	LOOP
 		RETURN QUERY SELECT 'subscription', r.subname::text,
 			format('%s, %s, %s apply errors, %s sync errors, %s, %s tables not ready, received up to %s',
@@ -1640,41 +2436,84 @@ BEGIN
 				   r.apply_errors, r.sync_errors,
 				   CASE WHEN r.missing IS NULL THEN 'changes skipped not counted'
 						ELSE format('%s changes skipped', r.missing) END,
-				   r.syncing, coalesce(r.received::text, '-')), NULL::text;
+				   r.syncing, coalesce(r.received::text, '-')), NULL::text, r.from_worker, r.subpublications;
+		IF NOT r.rolsuper THEN
+			RETURN QUERY SELECT 'fault', r.subname::text,
+				format('is owned by role %s, not a superuser: it is not the mesh''s', r.owner), 'shape', r.from_worker, NULL::text[];
+		END IF;
 		IF NOT r.subenabled THEN
-			RETURN QUERY SELECT 'fault', r.subname::text, 'is disabled', 'failing';
+			RETURN QUERY SELECT 'fault', r.subname::text, 'is disabled', 'failing', r.from_worker, NULL::text[];
 		ELSIF NOT r.running THEN
-			RETURN QUERY SELECT 'fault', r.subname::text, 'is not running', 'failing';
+			RETURN QUERY SELECT 'fault', r.subname::text, 'is not running', 'failing', r.from_worker, NULL::text[];
 		END IF;
 		IF r.apply_errors > 0 THEN
-			RETURN QUERY SELECT 'fault', r.subname::text, format('had %s apply errors', r.apply_errors), 'failing';
+			RETURN QUERY SELECT 'fault', r.subname::text, format('had %s apply errors', r.apply_errors), 'failing', r.from_worker, NULL::text[];
 		END IF;
 		IF r.sync_errors > 0 THEN
-			RETURN QUERY SELECT 'fault', r.subname::text, format('had %s table synchronization errors', r.sync_errors), 'failing';
+			RETURN QUERY SELECT 'fault', r.subname::text, format('had %s table synchronization errors', r.sync_errors), 'failing', r.from_worker, NULL::text[];
 		END IF;
 		IF r.syncing > 0 THEN
-			RETURN QUERY SELECT 'fault', r.subname::text, format('has %s tables not yet synchronized', r.syncing), 'failing';
+			RETURN QUERY SELECT 'fault', r.subname::text, format('has %s tables not yet synchronized', r.syncing), 'failing', r.from_worker, NULL::text[];
 		END IF;
 		IF r.missing > 0 THEN
 			RETURN QUERY SELECT 'fault', r.subname::text,
-				format('skipped %s changes to rows it did not have (update_missing, delete_missing): the nodes differ', r.missing), 'lost';
+				format('skipped %s changes to rows it did not have (update_missing, delete_missing): the nodes differ', r.missing),
+				'lost', r.from_worker, NULL::text[];
 		END IF;
 		-- 18 counts every change to a row another node changed last
 		-- (*_origin_differs), at once or not: a hint, not a fault
 		IF r.differs > 0 THEN
 			RETURN QUERY SELECT 'hint', r.subname::text,
-				format('met %s conflicts: changes to rows another node had changed last; if two nodes changed one row at once, they may differ (compare with --rows)', r.differs), NULL::text;
+				format('met %s conflicts: changes to rows another node had changed last; if two nodes changed one row at once, they may differ (compare with --rows)', r.differs),
+				NULL::text, r.from_worker, NULL::text[];
 		END IF;
-		RETURN QUERY SELECT 'subscribed', r.subname::text, format('%I.%I', n.nspname, cl.relname), NULL::text
+		IF r.origin <> 'none' THEN
+			RETURN QUERY SELECT 'fault', r.subname::text,
+				format('takes the changes of every origin (origin = %s), so rows come twice; ALTER SUBSCRIPTION %I SET (origin = none)', r.origin, r.subname),
+				'shape', r.from_worker, NULL::text[];
+		END IF;
+		IF r.skiplsn <> '0/0' THEN
+			RETURN QUERY SELECT 'fault', r.subname::text,
+				format('is set to skip the transaction that ends at %s (ALTER SUBSCRIPTION ... SKIP): its changes would be lost', r.skiplsn),
+				'shape', r.from_worker, NULL::text[];
+		END IF;
+		IF r.subslotname IS DISTINCT FROM format('%s_w%s_to_w%s', publication, r.from_worker, me)::name THEN
+			RETURN QUERY SELECT 'fault', r.subname::text,
+				format('uses slot %s, not %s', coalesce(r.subslotname::text, 'NONE'), format('%s_w%s_to_w%s', publication, r.from_worker, me)),
+				'shape', r.from_worker, NULL::text[];
+		END IF;
+		RETURN QUERY SELECT 'subscribed', r.subname::text, format('%I.%I', n.nspname, cl.relname), NULL::text, r.from_worker, NULL::text[]
 			FROM pg_subscription_rel sr JOIN pg_class cl ON cl.oid = sr.srrelid
 			JOIN pg_namespace n ON n.oid = cl.relnamespace
 			WHERE sr.srsubid = r.oid ORDER BY 3;
+	END LOOP;
+	-- others named like the mesh's: a superuser's, not recorded, may be
+	-- one made again by hand; another role's is not the mesh's
+	FOR r IN
+		SELECT s.subname, s.subowner::regrole::text AS owner, ow.rolsuper
+		FROM pg_subscription s JOIN pg_roles ow ON ow.oid = s.subowner
+		WHERE s.subdbid = db AND s.subname ~ pattern
+		  AND NOT EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+						  WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'subscription'
+							AND o.object = s.oid AND o.system_identifier = sys)
+		ORDER BY s.subname
+	LOOP
+		IF r.rolsuper THEN
+			RETURN QUERY SELECT 'fault', r.subname::text,
+				format('is named as the mesh''s but is not recorded as one (made by hand, or by an earlier snowflake-mesh): compare the members with status --rows, then SELECT snowflake.snowflake_mesh_record(%L) here, or drop it', publication),
+				'shape', NULL::integer, NULL::text[];
+		ELSE
+			RETURN QUERY SELECT 'hint', r.subname::text,
+				format('is owned by role %s, not a superuser: it is not the mesh''s, and the mesh leaves it alone', r.owner),
+				NULL::text, NULL::integer, NULL::text[];
+		END IF;
 	END LOOP;
 
 	FOR r IN
 		SELECT s.slot_name, s.active,
 			   coalesce(s.wal_status, '') = 'lost' OR coalesce(to_jsonb(s) ->> 'invalidation_reason', '') <> '' AS invalidated,
-			   pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint AS behind
+			   pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::bigint AS behind,
+			   substring(s.slot_name FROM '_to_w([0-9]+)$')::integer AS for_worker
 		FROM pg_replication_slots s
 		WHERE s.datoid = db AND s.slot_name ~ ('^' || publication || '_w' || me || '_to_w[0-9]+$')
 		ORDER BY s.slot_name
@@ -1682,58 +2521,50 @@ BEGIN
 		RETURN QUERY SELECT 'slot', r.slot_name::text,
 			format('%s, %s, %s bytes behind', CASE WHEN r.active THEN 'active' ELSE 'inactive' END,
 				   CASE WHEN r.invalidated THEN 'invalidated' ELSE 'valid' END, r.behind),
-			NULL::text;
+			NULL::text, r.for_worker, NULL::text[];
 		IF r.invalidated THEN
 			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name,
-				'is invalidated: its subscriber can no longer get the rows; that node must leave and join again', 'lost';
+				'is invalidated: its subscriber can no longer get the rows; that node must leave and join again', 'lost',
+				r.for_worker, NULL::text[];
 		ELSIF NOT r.active THEN
-			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name, 'is inactive', 'failing';
+			RETURN QUERY SELECT 'fault', 'slot ' || r.slot_name, 'is inactive', 'failing', r.for_worker, NULL::text[];
 		END IF;
 	END LOOP;
 
-	IF NOT EXISTS (SELECT FROM pg_publication p WHERE p.pubname = publication) THEN
-		RETURN QUERY SELECT 'fault', 'publication ' || publication, 'is missing', 'shape';
-	END IF;
-	RETURN QUERY SELECT 'fault', 'publication ' || p.pubname, 'is owned by a role that is not a superuser', 'shape'
-		FROM pg_publication p JOIN pg_roles o ON o.oid = p.pubowner
-		WHERE p.pubname = publication AND NOT o.rolsuper;
-	RETURN QUERY SELECT 'hint', 'publication ' || p.pubname,
-		format('publishes TRUNCATE; ALTER PUBLICATION %I SET (publish = ''insert, update, delete'')', p.pubname), NULL::text
-		FROM pg_publication p WHERE p.pubname = publication AND p.pubtruncate;
-	-- from the catalogs, not pg_publication_tables, which locks each
-	-- table: a table locked by a session must not stop status
-	RETURN QUERY SELECT 'published', publication::text, format('%I.%I', n.nspname, t.relname), NULL::text
-		FROM pg_publication p JOIN pg_class t ON t.relkind IN ('r', 'p')
-		JOIN pg_namespace n ON n.oid = t.relnamespace
-		WHERE p.pubname = publication
-		  AND (p.puballtables AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
-			   OR EXISTS (SELECT FROM pg_publication_rel pr WHERE pr.prpubid = p.oid AND pr.prrelid = t.oid)
-			   OR EXISTS (SELECT FROM pg_publication_namespace pn WHERE pn.pnpubid = p.oid AND pn.pnnspid = n.oid))
-		ORDER BY 3;
-	RETURN QUERY SELECT 'claim', w.worker_id::text, w.system_identifier::text, NULL::text
+	RETURN QUERY SELECT 'claim', w.worker_id::text, w.system_identifier::text, NULL::text, w.worker_id, NULL::text[]
 		FROM @extschema@.snowflake_workers w ORDER BY w.worker_id;
 
-	SELECT * INTO c FROM @extschema@.snowflake_mesh_changes x WHERE x.publication = snowflake_mesh_state.publication;
+	SELECT * INTO chg FROM @extschema@.snowflake_mesh_changes x WHERE x.publication = snowflake_mesh_state.publication;
 	IF FOUND THEN
-		RETURN QUERY SELECT 'change', c.run, c.change, NULL::text;
+		RETURN QUERY SELECT 'change', chg.run, chg.change, NULL::text, me, NULL::text[];
 		IF @extschema@.snowflake_mesh_holders(1397640531, hashtext(publication)) IS NULL THEN
-			RETURN QUERY SELECT 'fault', 'change', format('%s, run %s, since %s, was not finished', c.change, c.run, c.since), 'shape';
+			RETURN QUERY SELECT 'fault', 'change', format('%s, run %s, since %s, was not finished', chg.change, chg.run, chg.since), 'shape', me, NULL::text[];
 		ELSE
-			RETURN QUERY SELECT 'fault', 'change', format('%s, run %s, since %s, is under way', c.change, c.run, c.since), 'shape';
+			RETURN QUERY SELECT 'fault', 'change', format('%s, run %s, since %s, is under way', chg.change, chg.run, chg.since), 'shape', me, NULL::text[];
 		END IF;
 	END IF;
 	RETURN QUERY SELECT 'fault', 'table ' || tg.tgrelid::regclass::text,
-		'is held by an add-table that did not finish: its writes wait while a session holds the hold, or pay for a trigger', 'shape'
+		'is held by an add-table that did not finish: its writes wait while a session holds the hold, or pay for a trigger', 'shape',
+		me, NULL::text[]
 		FROM pg_trigger tg
 		WHERE tg.tgname = 'snowflake_mesh_hold' AND tg.tgparentid = 0
 		  AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure;
+	RETURN QUERY SELECT 'fault', 'table ' || tg.tgrelid::regclass::text,
+		CASE convert_from(substring(tg.tgargs FROM 1 FOR position('\x00'::bytea IN tg.tgargs) - 1), 'SQL_ASCII')
+			WHEN 'left' THEN 'refuses writes: this node left the mesh (SELECT snowflake.snowflake_mesh_unfence() lets it write alone)'
+			ELSE 'refuses writes: a join or a leave of this node did not finish (snowflake-mesh abort or unlock)' END,
+		'shape', me, NULL::text[]
+		FROM pg_trigger tg
+		WHERE tg.tgname = 'snowflake_mesh_fence'
+		  AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure;
 	IF NOT current_setting('track_commit_timestamp')::boolean THEN
-		RETURN QUERY SELECT 'hint', 'track_commit_timestamp', 'is off: a row updated on two nodes at once is not detected', NULL::text;
+		RETURN QUERY SELECT 'hint', 'track_commit_timestamp', 'is off: a row updated on two nodes at once is not detected',
+			NULL::text, me, NULL::text[];
 	END IF;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_state(name) IS
-'this node''s part of the mesh: subscriptions, slots, tables, claims, changes, and the faults found here';
+'this node''s part of the mesh: publication, subscriptions, slots, tables, claims, changes, and the faults found here';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
 -- @end mesh

@@ -50,8 +50,8 @@ static bool session_has_id = false;
 #define ECHO_CHARS	64
 
 /* A caller's text for a message: its start when it is long. */
-static const char *
-echo(const char *s)
+const char *
+snowflake_echo(const char *s)
 {
 	int			len = strlen(s);
 	int			keep = pg_mbcliplen(s, len, ECHO_CHARS);
@@ -96,8 +96,8 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 zone ?
-					 errmsg("invalid snowflake layout \"%s\"", echo(s)) :
-					 errmsg("invalid custom snowflake layout \"%s\"", echo(s)),
+					 errmsg("invalid snowflake layout \"%s\"", snowflake_echo(s)) :
+					 errmsg("invalid custom snowflake layout \"%s\"", snowflake_echo(s)),
 					 errdetail("%s", why),
 					 zone ?
 					 errhint("Name ShardingSphere's layout for a JVM's default time zone as 'shardingsphere@ZONE' (releases up to 5.3) or as 'shardingsphere@ZONE@YYYY-MM-DD' with the day the JVM started (releases from 5.4), ZONE being a time zone name such as 'Asia/Shanghai' (pg_timezone_names lists them) or a UTC offset such as '+08:00'.") : 0));
@@ -119,7 +119,7 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
 		appendStringInfo(&names, "%s, ", p[i].name);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown snowflake layout \"%s\"", echo(s)),
+			 errmsg("unknown snowflake layout \"%s\"", snowflake_echo(s)),
 			 errhint("Known layouts are: %sShardingSphere's for a JVM's time zone, as in 'shardingsphere@Asia/Shanghai' or 'shardingsphere@Asia/Shanghai@2026-07-01', and custom layouts named with their parameters, as in 'custom:41/10/12/1ms/2016-11-01'.",
 					 names.data)));
 	return NULL;				/* keep the compiler quiet */
@@ -129,23 +129,25 @@ layout_by_name(const char *s, SnowflakeLayout *buf)
  * The layout a call names, kept for the next call of the same expression
  * with the same name (a query that decodes many rows looks it up once).
  */
-typedef struct LayoutCache
+struct LayoutCache
 {
 	char	   *name;			/* NULL while nothing is kept */
 	const SnowflakeLayout *layout;
 	SnowflakeLayout built;		/* a layout named with its parameters */
-} LayoutCache;
+};
 
-static const SnowflakeLayout *
-layout_arg(FunctionCallInfo fcinfo, int argno)
+/*
+ * The layout name names, kept in *cache (allocated in mcxt, which must
+ * live as long as the cache) for the next call with the same name.
+ */
+const SnowflakeLayout *
+layout_cached(LayoutCache **cache, MemoryContext mcxt, text *name)
 {
-	text	   *name = PG_GETARG_TEXT_PP(argno);
-	LayoutCache *c = (LayoutCache *) fcinfo->flinfo->fn_extra;
+	LayoutCache *c = *cache;
 	char	   *s;
 
 	if (c == NULL)
-		c = fcinfo->flinfo->fn_extra =
-			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(LayoutCache));
+		c = *cache = MemoryContextAllocZero(mcxt, sizeof(LayoutCache));
 	else if (c->name != NULL &&
 			 strlen(c->name) == VARSIZE_ANY_EXHDR(name) &&
 			 memcmp(c->name, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name)) == 0)
@@ -155,10 +157,17 @@ layout_arg(FunctionCallInfo fcinfo, int argno)
 		pfree(c->name);
 	c->name = NULL;
 	/* kept as long as the layout: a custom layout's name points to it */
-	s = MemoryContextStrdup(fcinfo->flinfo->fn_mcxt, text_to_cstring(name));
+	s = MemoryContextStrdup(mcxt, text_to_cstring(name));
 	c->layout = layout_by_name(s, &c->built);
 	c->name = s;
 	return c->layout;
+}
+
+static const SnowflakeLayout *
+layout_arg(FunctionCallInfo fcinfo, int argno)
+{
+	return layout_cached((LayoutCache **) &fcinfo->flinfo->fn_extra,
+						 fcinfo->flinfo->fn_mcxt, PG_GETARG_TEXT_PP(argno));
 }
 
 /* The server's layout, for the one-argument functions. */
@@ -173,7 +182,7 @@ server_layout(void)
 }
 
 /* Reject what no generator of the layout can have made. */
-static void
+void
 check_id(const SnowflakeLayout *l, int64 id)
 {
 	int64		max_id = layout_max_id(l);

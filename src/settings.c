@@ -15,7 +15,8 @@
  * rejected at start is kept apart (settings_worker_rejected()): it is
  * fixed by a reload, as snowflake.worker_id is.
  *
- * This file knows layouts (layout.h) and nothing else of the extension's.
+ * This file knows layouts (layout.h) and the opaque key's hooks (text.h),
+ * nothing else of the extension's.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,6 +31,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "settings.h"
+#include "text.h"
 
 int			snowflake_worker_id = WORKER_ID_UNSET;
 int			snowflake_max_clock_backward_ms = 10;
@@ -74,6 +76,7 @@ static const char *const setting_names[] = {
 	"snowflake.worker_id",
 	"snowflake.max_clock_backward_ms",
 	"snowflake.max_run_ahead_ms",
+	"snowflake.opaque_key",
 };
 
 /* Keep the first trouble the start found: what it was, and what it named. */
@@ -353,6 +356,21 @@ define_runtime_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * Only in the configuration files (SIGHUP: no SET, no ALTER ROLE or
+	 * DATABASE SET, whose values every role can read in the catalogs), and
+	 * shown to no one: SHOW gives a fingerprint (text.c).
+	 */
+	DefineCustomStringVariable("snowflake.opaque_key",
+							   "Key of the opaque text form of IDs (snowflake_opaque()): 32 to 128 hexadecimal digits.",
+							   "Set it in postgresql.conf; SHOW gives only its fingerprint.",
+							   &text_opaque_key_setting,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							   text_check_opaque_key, text_assign_opaque_key,
+							   text_show_opaque_key);
 }
 
 /*
@@ -449,17 +467,24 @@ settings_define(bool preloaded)
 
 	define_start_settings();
 	define_runtime_settings();
+	text_opaque_key_preloaded();
 	find_unknown_names();
 	MarkGUCPrefixReserved("snowflake");
 
 	for (int i = 0; i < (int) lengthof(setting_names); i++)
 	{
+		bool		rejected;
+
 		if (given[i] == NULL)
 			continue;
 		/* with changeVal false, 0 means invalid and -1 valid */
-		if (set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
-							  PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
-							  false) == 0)
+		rejected = set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
+									 PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
+									 false) == 0;
+		/* a bad key disables only the opaque form, and is never echoed */
+		if (rejected && strcmp(setting_names[i], "snowflake.opaque_key") == 0)
+			text_opaque_key_rejected();
+		else if (rejected)
 			rejected_at_start(setting_names[i], given[i]);
 		pfree(given[i]);
 	}

@@ -11,6 +11,7 @@
 
 #include "datatype/timestamp.h"
 
+#include "layout.h"
 #include "node.h"
 
 /* generator.c: the hot path and what it has done */
@@ -35,6 +36,13 @@ extern int64 generator_next(void);
 extern int64 generator_next_block(int64 n);
 extern int64 generator_block_capacity(void);
 extern void generator_status(GeneratorStatus *st);
+
+/* functions.c: what the SQL-callable functions of other files share */
+typedef struct LayoutCache LayoutCache;
+extern const char *snowflake_echo(const char *s);
+extern const SnowflakeLayout *layout_cached(LayoutCache **cache,
+											MemoryContext mcxt, text *name);
+extern void check_id(const SnowflakeLayout *l, int64 id);
 
 /* keeper.c: the background worker */
 extern void keeper_register(void);

@@ -95,10 +95,13 @@ if [ -z "$SOURCE" ]; then
 	# (from apt.postgresql.org, for 16, these and their libpq)
 	PKGS="postgresql-$V postgresql-server-dev-$V"
 else
-	# what building PostgreSQL from its source tree needs
-	PKGS="bison flex zlib1g-dev tzdata postgresql-common"
+	# what building PostgreSQL from its source tree needs (gettext: its
+	# message catalogues, which the mesh's test of other languages reads)
+	PKGS="bison flex zlib1g-dev tzdata postgresql-common gettext"
 fi
 PKGS="$PKGS make gcc libc6-dev libipc-run-perl faketime perl"
+# snowflake-mesh's driver; locales for the test of servers that speak German
+PKGS="$PKGS libdbd-pg-perl locales"
 # pgrep for the crash tests; the tools that build the Debian package
 PKGS="$PKGS procps build-essential debhelper postgresql-server-dev-all dpkg-dev fakeroot"
 STAMP="suite=$SUITE${EXTRA:++$EXTRA} packages=$PKGS"

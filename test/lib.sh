@@ -23,7 +23,7 @@ as_pg() {
 
 install_deps() {
 	local pkgs=(make gcc "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR"
-		libipc-run-perl faketime "$@")
+		libipc-run-perl faketime libdbd-pg-perl locales "$@")
 	local missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
@@ -40,6 +40,53 @@ install_deps() {
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends "${missing[@]}" >/dev/null
 	fi
+}
+
+# install_quiet PACKAGES...: those not installed, with apt-get, none of
+# them allowed to start a service or create a cluster: where there is no
+# policy-rc.d (as test/chroot.sh's chroots have) or no createcluster.d
+# setting of Debian's postgresql-common, one is put in place for the time
+# of the install only.
+install_quiet() {
+	local missing=() p rc=0 made=()
+	local policy=/usr/sbin/policy-rc.d cluster=/etc/postgresql-common/createcluster.d/snowflake-tests.conf
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	say "installing ${missing[*]}"
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# no service starts while the tests install packages\nexit 101\n' |
+			as_root tee "$policy" >/dev/null
+		as_root chmod 755 "$policy"
+		made+=("$policy")
+	fi
+	if [ ! -e "$cluster" ]; then
+		as_root mkdir -p "$(dirname "$cluster")"
+		echo "create_main_cluster = off" | as_root tee "$cluster" >/dev/null
+		made+=("$cluster")
+	fi
+	as_root apt-get update -qq &&
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+	[ ${#made[@]} -eq 0 ] || as_root rm -f "${made[@]}"
+	return $rc
+}
+
+# need_locale NAME: the locale NAME (such as de_DE.UTF-8), generated if
+# the system lacks it; the mesh's tests run servers that speak German.
+# Without the package locales it says so, and the tests that need the
+# locale skip.
+need_locale() {
+	local name=$1 lang=${1%%.*}
+	locale -a 2>/dev/null | grep -qix "$lang.utf-\?8" && return 0
+	if [ ! -f "/usr/share/i18n/locales/$lang" ]; then
+		echo "locale $name: cannot be generated without the package locales"
+		return 0
+	fi
+	as_root localedef -i "$lang" -c -f UTF-8 "$name" ||
+		echo "locale $name: localedef failed"
 }
 
 build_install() {

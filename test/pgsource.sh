@@ -31,10 +31,12 @@ case $VERSION in
 	;;
 esac
 
-# Debian's time zone data, as Debian's own builds use; no ICU, readline,
-# NLS or debug symbols, which no test needs.
+# Debian's time zone data, as Debian's own builds use; the message
+# catalogues, as Debian's builds have them (the mesh's tests run servers
+# that speak German); no ICU, readline or debug symbols, which no test
+# needs.
 ./configure --prefix="$PREFIX" --enable-tap-tests --with-system-tzdata=/usr/share/zoneinfo \
-	--without-icu --without-readline --disable-nls
+	--without-icu --without-readline --enable-nls
 
 # ecpg is the largest part of src/ that no test uses
 sed -i 's/^SUBDIRS = libpq ecpg$/SUBDIRS = libpq/' src/interfaces/Makefile

@@ -7,7 +7,8 @@
 # (ON_ERROR_STOP) on a throwaway server set up as README recommends: the
 # library preloaded, snowflake.worker_id = 7, and no snowflake in
 # search_path (also wal_level = logical, for the publication of
-# docs/multi-node.md).  A block marked on the line before with
+# docs/multi-node.md, and a snowflake.opaque_key, as docs/text-ids.md sets
+# one).  A block marked on the line before with
 # "<!-- run by test/t/NAME.pl -->" is that test's to run, in its own
 # setting, and is only counted here.  A block is a test.  Uses the
 # installed extension (make && make install first).  Ends with one line:
@@ -36,7 +37,9 @@ extract() {
 	' "$1"
 }
 
-start_recommended "$dir" "snowflake.worker_id = 7" "wal_level = logical" "fsync = off"
+# the opaque form's key, as docs/text-ids.md has it set
+start_recommended "$dir" "snowflake.worker_id = 7" "wal_level = logical" "fsync = off" \
+	"snowflake.opaque_key = '$(printf '%064d' 0 | tr 0 5)'"
 
 passed=0
 failed=0

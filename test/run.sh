@@ -9,11 +9,13 @@
 # otherwise built from ../shared/pg16; without either it is skipped, and
 # under CI that is a failure).  On the host's version also the extras: the
 # JavaScript client test, the SQL of README.md and docs/, make demo's SQL,
-# the ORMs and ID libraries (test/orm) and the ShardingSphere layouts
-# against ShardingSphere's algorithm in a JVM (EXTRAS=no leaves them out).
-# JOBS versions run at once (2 by default; each one's output is printed
-# whole when it ends).  Says per version how many passed, and ends with one
-# line: "snowflake: N passed, M failed".
+# the ORMs and ID libraries (test/orm), IDs as text with npm's libraries
+# and each stack's recipe (test/text), the ShardingSphere layouts against
+# ShardingSphere's algorithm in a JVM, and the stacks of docs/stacks.md:
+# Patroni on etcd, pgBackRest and PgBouncer (test/stacks) (EXTRAS=no
+# leaves them out).  JOBS versions run at once (2 by default; each one's
+# output is printed whole when it ends).  Says per version how many
+# passed, and ends with one line: "snowflake: N passed, M failed".
 . "$(dirname "$0")/lib.sh"
 
 PG_VERSIONS=${PG_VERSIONS:-15 16 17 18 19}
@@ -101,10 +103,16 @@ if [ $host = yes ]; then
 	extra "make demo: its SQL where snowflake is not in search_path" demo bash "$SRC/test/demo.sh" check
 	# ORMs and schema tools as docs/orms.md has them, and the ID libraries
 	# of its table.
-	extra "ORMs: TypeORM, Sequelize, Knex, MikroORM, Drizzle, SQLAlchemy with Alembic, Django; ID libraries" orm bash "$SRC/test/orm/run.sh"
+	extra "ORMs: TypeORM, Sequelize, Knex, MikroORM, Drizzle, SQLAlchemy with Alembic, Django, Hibernate, Rails; ID libraries" orm bash "$SRC/test/orm/run.sh"
+	# IDs as text: npm's base32 and base62 libraries, and docs/text-ids.md's
+	# recipe for each stack.
+	extra "IDs as text: npm's libraries; node-postgres, Kysely, Django, SQLAlchemy with Pydantic, Rails, Go" text bash "$SRC/test/text/run.sh"
 	# The shardingsphere layouts agree with ShardingSphere's algorithm, by
 	# each rule its releases took the epoch by, run in a JVM.
 	extra "ShardingSphere's IDs in a JVM" shardingsphere bash "$SRC/test/shardingsphere/check.sh"
+	# A Patroni cluster on etcd, pgBackRest's restores and PgBouncer's
+	# pool modes, as docs/stacks.md has them.
+	extra "Patroni with etcd, pgBackRest, PgBouncer" stacks bash "$SRC/test/stacks/run.sh"
 
 	if [ "$xfailed" -eq 0 ]; then
 		rm -rf "$WORK"
@@ -220,7 +228,7 @@ count() {
 		line=$(grep -E "^extras: [0-9]+ passed, [0-9]+ failed$" "$log" | tail -n 1 || true)
 		[ -n "$line" ] || line="extras: 0 passed, 1 failed"
 		add "$line"
-		summary+=("JavaScript client, the SQL of README and docs/, make demo, ORMs and ShardingSphere in a JVM, PostgreSQL $PG_MAJOR: ${line#extras: }")
+		summary+=("Extras on PostgreSQL $PG_MAJOR (JavaScript client, README and docs/ SQL, make demo, ORMs, IDs as text, ShardingSphere in a JVM, Patroni, pgBackRest, PgBouncer): ${line#extras: }")
 		while IFS= read -r line; do
 			summary+=("  ${line#extras: }")
 		done < <(grep -E "^extras: (ran in|their files)" "$log" || true)

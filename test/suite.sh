@@ -136,6 +136,7 @@ fi
 # TESTDIR.
 if part tap; then
 	say "PostgreSQL $PG_MAJOR: TAP tests"
+	need_locale de_DE.UTF-8
 	T=$B/test
 	tap_out=$WORK/tap.out
 	rc=0
@@ -174,8 +175,8 @@ fi
 # timing.
 if part bench; then
 	say "PostgreSQL $PG_MAJOR: benchmark suite, quick run"
-	# bench_report_ok REPORT: every section there, and the UUIDv7 peer this
-	# version has (its own uuidv7() from 18 on).  A pgbench run that reports
+	# bench_report_ok REPORT: every section there, the UUIDv7 peer this
+	# version has (its own uuidv7() from 18 on), and the text forms measured.  A pgbench run that reports
 	# an error stops the suite; one that a busy machine let finish nothing in
 	# its second is no failure of the code.
 	bench_report_ok() {
@@ -183,10 +184,11 @@ if part bench; then
 		[ "$PG_MAJOR" -lt 18 ] || uv7='uuidv7()'
 		for h in 'Bulk generation, one backend' 'Concurrent generation' \
 			'Single-row inserts, synchronous_commit = on' 'Single-row inserts, synchronous_commit = off' \
-			'Primary key index after' 'Bulk load of' 'Blocks of IDs' 'Targets'; do
+			'Primary key index after' 'Bulk load of' 'Blocks of IDs' 'IDs as text, cost per call' 'Targets'; do
 			grep -q "^### $h" "$md" || { echo "not ok: the report has no section \"$h\""; return 1; }
 		done
 		grep -qF "| $uv7 |" "$md" || { echo "not ok: the report has no row for $uv7"; return 1; }
+		grep -qF '| snowflake_base32(id) |' "$md" || { echo "not ok: the report has no row for snowflake_base32(id)"; return 1; }
 	}
 	if QUICK=1 BENCH_OUT="$WORK/bench" bash "$B/test/bench/run.sh" >"$WORK/bench.log" 2>&1 &&
 		bench_report_ok "$WORK/bench/latest.md"; then

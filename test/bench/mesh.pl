@@ -49,7 +49,7 @@ sub pgbench
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start(
 		[ 'pgbench', '-n', '-c', $clients, '-j', $clients, '-T', $secs, '-f', $script,
-		  '-d', conn($node) ], '>', \$out, '2>', \$err);
+		  conn($node) ], '>', \$out, '2>', \$err);
 	return { h => $h, out => \$out, err => \$err, node => $node };
 }
 

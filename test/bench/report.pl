@@ -167,6 +167,31 @@ else
 	}
 }
 
+# IDs as text: ns per call, both ways, against id::text and its inverse
+my ($te, $td) = ($v{text_encode} // {}, $v{text_decode} // {});
+$md .= "\n### IDs as text, cost per call\n\n";
+if (exists $te->{skipped} || !$te->{'id::text'})
+{
+	$md .= "Skipped: the build measured has no `snowflake.snowflake_base32(bigint)`.\n";
+}
+else
+{
+	$md .= "`SELECT count(f(x)) FROM t` over the same rows of IDs, less `SELECT count(x) FROM t` (x the column f reads), per row, "
+	  . "each the fastest of $ENV{TEXT_REPEATS} runs, taken in turns (the opaque form over a fiftieth of the rows). "
+	  . "Decoding reads what the form wrote: `text::bigint` for `id::text`, "
+	  . "`('x' || lpad(h, 16, '0'))::bit(64)::bigint` for `to_hex(id)`.\n\n";
+	$md .= "| form | encode | vs id::text | decode | vs text::bigint |\n|---|---:|---:|---:|---:|\n";
+	for my $f ('id::text', 'to_hex(id)', 'snowflake_base32(id)', 'snowflake_base62(id)',
+		"snowflake_base32(id, 'user')", 'snowflake_opaque(id)')
+	{
+		$md .= sprintf "| %s | %s | %s | %s | %s |\n", $f,
+		  map({ defined $_ && $_ > 0 ? sprintf('%.1f ns', $_) : 'failed' } $te->{$f}{1}),
+		  ratio($te->{$f}{1}, $te->{'id::text'}{1}),
+		  map({ defined $_ && $_ > 0 ? sprintf('%.1f ns', $_) : 'failed' } $td->{$f}{1}),
+		  ratio($td->{$f}{1}, $td->{'id::text'}{1});
+	}
+}
+
 # the targets
 my $ceiling = $b->{'layout ceiling (4096 per ms)'}{1};
 my $def = $b->{'snowflake_nextval()'}{1};
@@ -201,6 +226,16 @@ push @t, $b256
   ? [ 'a block of 256 (default policy) >= 95% of the layout ceiling', ok_ratio($b256, $ceiling, 0.95),
 	ratio(100 * $b256, $ceiling, '%.0f%%') ]
   : [ 'a block of 256 (default policy) >= 95% of the layout ceiling', 0, 'not measured: no block function' ];
+# the text forms: at most 1.5x the cost of id::text (and of its inverse)
+for my $f ('snowflake_base32(id)', 'snowflake_base62(id)')
+{
+	for my $w ([ 'encode', $te, 'id::text' ], [ 'decode', $td, 'text::bigint' ])
+	{
+		my ($way, $t, $peer) = @$w;
+		push @t, [ "$f, $way: at most 1.5x $peer per call", ok_ratio($t->{'id::text'}{1}, $t->{$f}{1}, 1 / 1.5),
+		  ratio($t->{$f}{1}, $t->{'id::text'}{1}) ];
+	}
+}
 $md .= "\n### Targets\n\n| target | met | measured |\n|---|---|---|\n";
 $md .= sprintf "| %s | %s | %s |\n", $_->[0], $_->[1] ? 'yes' : '**no**', $_->[2] for @t;
 

@@ -4,9 +4,10 @@
 # gen_random_uuid(), UUIDv7 (PostgreSQL's own uuidv7() from 18 on, one
 # written in SQL before), Instagram's next_id() and a bare C function, on a
 # throwaway server: bulk generation, concurrent generation, single-row
-# inserts, the index they leave, bulk loads (INSERT ... SELECT and COPY)
-# and blocks of IDs.  Every figure is a ratio to a peer measured in the
-# same run, the median of several repeats.  A full run writes
+# inserts, the index they leave, bulk loads (INSERT ... SELECT and COPY),
+# blocks of IDs, and the text forms of IDs both ways beside id::text and
+# to_hex(id).  Every figure is a ratio to a peer measured in the same run,
+# the median of several repeats.  A full run writes
 # results/pgNN/: latest.md, a TSV, and two charts when gnuplot is there.
 # A version this machine does not have runs in the Debian chroot of
 # test/chroot.sh, and its results are copied out.
@@ -42,12 +43,12 @@ fi
 
 if [ "$QUICK" = 1 ]; then
 	N=200000 REPEATS=1 PGB_REPEATS=1 SECONDS_PER_RUN=1 ROWS=100000 CONC_BATCH=20000
-	LOAD_ROWS=100000 BLOCK_IDS=65536
+	LOAD_ROWS=100000 BLOCK_IDS=65536 TEXT_ROWS=500000 TEXT_REPEATS=7
 else
 	# 3 repeats of the bulk and the timed pgbench runs, one of each load
 	# of 5M rows: about 15 minutes on 2 cores
 	N=2000000 REPEATS=3 PGB_REPEATS=3 SECONDS_PER_RUN=2 ROWS=2000000 CONC_BATCH=100000
-	LOAD_ROWS=5000000 BLOCK_IDS=2097152
+	LOAD_ROWS=5000000 BLOCK_IDS=2097152 TEXT_ROWS=2000000 TEXT_REPEATS=7
 fi
 # a full run replaces the published results of its version; a quick one
 # writes elsewhere
@@ -71,7 +72,9 @@ as_root make -s -C "$SRC/test/bench/floor" PG_CONFIG="$PGBIN/pg_config" install 
 
 DIR=$(pg_workdir bench)
 trap 'stop_server "$DIR"' EXIT
+# a key for the opaque form, which the text section measures
 start_server "$DIR" yes "snowflake.worker_id = 1" "max_connections = 40" \
+	"snowflake.opaque_key = '$(printf '%064d' 0 | tr 0 7)'" \
 	"shared_buffers = '512MB'" "max_wal_size = '4GB'" "checkpoint_timeout = '30min'"
 psql_at "$DIR" -d postgres -qc 'CREATE DATABASE bench'
 psql_at "$DIR" -d bench -q -v ON_ERROR_STOP=1 -f - <"$SRC/test/bench/setup.sql"
@@ -239,10 +242,55 @@ else
 	row blocks skipped 0 0 none
 fi
 
+# 7. IDs as text: what one call of each form costs, both ways, beside
+# id::text and to_hex(id) (and their inverses), on the same rows in the
+# same run.  Each repeat times count(f(x)) over the rows and, just before,
+# count(x) over the same rows; the fastest of each, the runs a busy machine
+# disturbed least, differ by the cost of the calls.  The opaque form, a
+# hundred times dearer, runs over a fiftieth of the rows.
+say "IDs as text, $TEXT_ROWS rows, fastest of $TEXT_REPEATS"
+if [ -n "$(q "SELECT to_regprocedure('snowflake.snowflake_base32(bigint)')")" ]; then
+	q "CREATE UNLOGGED TABLE text_ids AS
+		SELECT id, id::text AS dec, to_hex(id) AS hex, snowflake_base32(id) AS b32,
+			   snowflake_base62(id) AS b62, snowflake_base32(id, 'user') AS b32p,
+			   snowflake_opaque(id) AS opq
+		FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, $TEXT_ROWS)) s" >/dev/null
+	q "VACUUM ANALYZE text_ids" >/dev/null
+	scan_ms() { q "SELECT bench_time(\$q\$SELECT count($1) FROM (SELECT * FROM text_ids LIMIT $2) t\$q\$)"; }
+	# the table in shared buffers before anything is timed
+	scan_ms "dec || hex || b32 || b62 || b32p || opq" "$TEXT_ROWS" >/dev/null
+	# per_call WAY NAME EXPR COLUMN [ROWS]: against count(COLUMN), the
+	# column EXPR reads, so that reaching it is not counted as the call's
+	per_call() {
+		local way=$1 name=$2 expr=$3 col=$4 rows=${5:-$TEXT_ROWS} ns
+		ns=$(for _ in $(seq "$TEXT_REPEATS"); do
+			echo "$(scan_ms "$col" "$rows") $(scan_ms "$expr" "$rows")"
+		done | awk -v n="$rows" 'NR == 1 || $1 < b {b = $1} NR == 1 || $2 < m {m = $2}
+			END {x = (m - b) * 1e6 / n; printf "%.1f", x < 0.1 ? 0.1 : x}')
+		row "text_$way" "$name" 1 "$ns" ns_per_call
+		printf '  %-7s %-40s %8.1f ns per call\n' "$way" "$name" "$ns"
+	}
+	per_call encode "id::text" "id::text" id
+	per_call encode "to_hex(id)" "to_hex(id)" id
+	per_call encode "snowflake_base32(id)" "snowflake_base32(id)" id
+	per_call encode "snowflake_base62(id)" "snowflake_base62(id)" id
+	per_call encode "snowflake_base32(id, 'user')" "snowflake_base32(id, 'user')" id
+	per_call encode "snowflake_opaque(id)" "snowflake_opaque(id)" id $((TEXT_ROWS / 50))
+	per_call decode "id::text" "dec::bigint" dec
+	per_call decode "to_hex(id)" "('x' || lpad(hex, 16, '0'))::bit(64)::bigint" hex
+	per_call decode "snowflake_base32(id)" "snowflake_from_base32(b32)" b32
+	per_call decode "snowflake_base62(id)" "snowflake_from_base62(b62)" b62
+	per_call decode "snowflake_base32(id, 'user')" "snowflake_from_base32(b32p, 'user')" b32p
+	per_call decode "snowflake_opaque(id)" "snowflake_from_opaque(opq)" opq $((TEXT_ROWS / 50))
+else
+	echo "  skipped: this build has no snowflake.snowflake_base32(bigint)"
+	row text_encode skipped 0 0 none
+fi
+
 SUITE_SECONDS=$(($(date +%s) - SUITE_T0))
 say "report"
 SRC=$SRC QUICK=$QUICK N=$N REPEATS="$REPEATS (pgbench: $PGB_REPEATS)" ROWS=$ROWS SECONDS_PER_RUN=$SECONDS_PER_RUN \
-	LOAD_ROWS=$LOAD_ROWS BLOCK_IDS=$BLOCK_IDS SUITE_SECONDS=$SUITE_SECONDS \
+	LOAD_ROWS=$LOAD_ROWS BLOCK_IDS=$BLOCK_IDS TEXT_REPEATS=$TEXT_REPEATS SUITE_SECONDS=$SUITE_SECONDS \
 	perl "$SRC/test/bench/report.pl" "$CSV" "$OUT"
 cat "$OUT/latest.md"
 echo

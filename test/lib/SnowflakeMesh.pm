@@ -14,8 +14,8 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes qw(time usleep);
 use SnowflakeTest;
 
-our @EXPORT = qw(mesh_node conn wid mesh mesh_start mesh_running mesh_finish mesh_locks_gone
-  content rows_apart converged writer_start writers_stop missing_conflicts);
+our @EXPORT = qw(mesh_node conn german wid mesh mesh_start mesh_running mesh_finish mesh_locks_gone
+  content rows_apart converged writer_start writers_stop writes_more sqlstate_of missing_conflicts);
 
 our $script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
 our $timeout = 120;
@@ -30,21 +30,36 @@ our $events = q{
 	INSERT INTO mesh_load_ctl VALUES (false);
 };
 
-# mesh_node(NAME, WORKER, SCHEMA): a started node with room for a mesh of
-# four, the extension and SCHEMA (default: events)
+# mesh_node(NAME, WORKER, SCHEMA, CONF): a started node with room for a
+# mesh of four, the extension and SCHEMA (default: events), and CONF's
+# lines in its postgresql.conf
 sub mesh_node
 {
-	my ($name, $worker, $schema) = @_;
+	my ($name, $worker, $schema, $conf) = @_;
 	my $n = snowflake_node($name, worker_id => $worker, allows_streaming => 'logical',
 		conf => "max_wal_senders = 20\nmax_replication_slots = 20\n"
 		  . "max_logical_replication_workers = 12\nmax_worker_processes = 24\n"
-		  . "wal_receiver_status_interval = 1\ntrack_commit_timestamp = on\n");
+		  . "wal_receiver_status_interval = 1\ntrack_commit_timestamp = on\n" . ($conf // ''));
 	$n->start;
 	$n->safe_psql('postgres', 'CREATE EXTENSION snowflake;' . ($schema // $events));
 	return $n;
 }
 
 sub conn { return $_[0]->connstr . ' dbname=postgres'; }
+
+# german(NODE): the setting that makes NODE's server speak German, or ''
+# with why it cannot (no de_DE.UTF-8 locale, no German catalogue)
+sub german
+{
+	my ($n) = @_;
+	my $major = $n->pg_version->major;
+	my ($dir) = $n->config_data('--localedir');
+	return ('', "the server has no German message catalogue ($dir/de/LC_MESSAGES/postgres-$major.mo)")
+	  unless -f "$dir/de/LC_MESSAGES/postgres-$major.mo";
+	return ('', 'the locale de_DE.UTF-8 is not generated (test/lib.sh need_locale)')
+	  unless grep { /^de_DE\.utf-?8$/i } split /\n/, `locale -a 2>/dev/null`;
+	return ("lc_messages = 'de_DE.UTF-8'\n", '');
+}
 
 # the node's worker id, from its name ("hist3" is worker 3)
 sub wid { return $_[0]->name =~ s/\D//gr; }
@@ -103,12 +118,19 @@ sub mesh_locks_gone
 	return;
 }
 
-# content(NODE, TABLE): "N rows, md5 M" of every row's text, in order
+# the settings a row's text depends on, the same for every node
+our $pinned = "SET TimeZone = 'UTC'; SET DateStyle = 'ISO'; SET IntervalStyle = 'postgres'; "
+  . "SET extra_float_digits = 3; SET bytea_output = 'hex';\n";
+
+# content(NODE, TABLE, WHERE): "N rows, md5 M" of every row (that WHERE
+# selects), each as JSON (its columns by name, whatever their order), in
+# order
 sub content
 {
-	my ($n, $t) = @_;
-	return $n->safe_psql('postgres',
-		"SELECT count(*) || ' rows, md5 ' || coalesce(md5(string_agg(r::text, ',' ORDER BY r::text)), '-') FROM $t r");
+	my ($n, $t, $where) = @_;
+	return $n->safe_psql('postgres', $pinned
+		  . "SELECT count(*) || ' rows, md5 ' || coalesce(md5(string_agg(to_jsonb(r)::text, ',' ORDER BY to_jsonb(r)::text)), '-') FROM $t r"
+		  . (defined $where ? " WHERE $where" : ''));
 }
 
 # rows_apart(A, B, TABLE): how many rows one node has that the other has
@@ -120,8 +142,8 @@ sub rows_apart
 	my %rows;
 	for my $side ([ $a, 0 ], [ $b, 1 ])
 	{
-		for my $line (split /\n/, $side->[0]->safe_psql('postgres',
-			"SELECT (r).id || ' ' || r::text FROM (SELECT r FROM $t r) s"))
+		for my $line (split /\n/, $side->[0]->safe_psql('postgres', $pinned
+			. "SELECT (r).id || ' ' || to_jsonb(r)::text FROM (SELECT r FROM $t r) s"))
 		{
 			my ($id, $text) = split / /, $line, 2;
 			$rows{$id}[ $side->[1] ] = $text;
@@ -173,7 +195,10 @@ sub converged
 # if PART is [MOD, REM], a change of a row made before (k % MOD = REM, a
 # different one each time): every DELETE_EVERY-th (4) time it deletes it,
 # else it updates it.  Two writers given disjoint parts never change one
-# row, so every node must end with the same rows.
+# row, so every node must end with the same rows.  A write the node
+# refuses because it joins or leaves the mesh (SQLSTATE SM002) is counted
+# and not committed, as a client would see it; every other error stops the
+# writer.
 sub writer_start
 {
 	my ($n, %o) = @_;
@@ -188,28 +213,37 @@ sub writer_start
 DO \$\$
 DECLARE
 	i int := 0;
+	done int := 0;
+	refused int := 0;
 	k_i int;
 	mine bigint;
+	made bigint;
 BEGIN
 	WHILE NOT (SELECT stop FROM mesh_load_ctl) LOOP
 		i := i + 1;
-		UPDATE $t SET n = n + 1 WHERE id = mine;
-		INSERT INTO $t (node, payload) VALUES ($w, 'load ' || extract(epoch FROM clock_timestamp()))
-		RETURNING id INTO mine;
-		IF $mod > 0 THEN
-			k_i := $rem + $mod * (i % ($rows / $mod));
-			IF k_i BETWEEN 1 AND $rows THEN
-				IF i % $every = 0 THEN
-					DELETE FROM $t WHERE k = k_i;
-				ELSE
-					UPDATE $t SET n = n + 1, payload = 'w$w i' || i WHERE k = k_i;
+		BEGIN
+			UPDATE $t SET n = n + 1 WHERE id = mine;
+			INSERT INTO $t (node, payload) VALUES ($w, 'load ' || extract(epoch FROM clock_timestamp()))
+			RETURNING id INTO made;
+			IF $mod > 0 THEN
+				k_i := $rem + $mod * (i % ($rows / $mod));
+				IF k_i BETWEEN 1 AND $rows THEN
+					IF i % $every = 0 THEN
+						DELETE FROM $t WHERE k = k_i;
+					ELSE
+						UPDATE $t SET n = n + 1, payload = 'w$w i' || i WHERE k = k_i;
+					END IF;
 				END IF;
 			END IF;
-		END IF;
+			mine := made;
+			done := done + 1;
+		EXCEPTION WHEN SQLSTATE 'SM002' THEN
+			refused := refused + 1;
+		END;
 		COMMIT;
 		PERFORM pg_sleep($period);
 	END LOOP;
-	RAISE NOTICE 'writer $w: % transactions', i;
+	RAISE NOTICE 'writer $w: % transactions, % refused', done, refused;
 END \$\$};
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', conn($n), '-c', $do ],
@@ -218,21 +252,47 @@ END \$\$};
 }
 
 # writers_stop(WRITERS): stops them; '' if each ran without an error, or
-# their errors; the transactions each committed, by worker id
+# their errors; the transactions each committed, and those its node
+# refused, by worker id
 sub writers_stop
 {
 	my (@writers) = @_;
 	my %nodes = map { $_->{node}->name => $_->{node} } @writers;
 	$_->safe_psql('postgres', 'UPDATE mesh_load_ctl SET stop = true') for values %nodes;
-	my ($errors, %done) = ('');
+	my ($errors, %done, %refused) = ('');
 	for my $r (@writers)
 	{
 		$r->{h}->finish;
-		my ($i) = ${ $r->{err} } =~ /writer \d+: (\d+) transactions/;
-		$done{ $r->{w} } = $i // 0;
+		my ($i, $no) = ${ $r->{err} } =~ /writer \d+: (\d+) transactions, (\d+) refused/;
+		$done{ $r->{w} } += $i // 0;
+		$refused{ $r->{w} } += $no // 0;
 		$errors .= "writer on worker $r->{w}: ${ $r->{err} }\n" if $? != 0 || !defined $i;
 	}
-	return ($errors, \%done);
+	return ($errors, \%done, \%refused);
+}
+
+# writes_more(NODE, WORKER, N, TABLE): waits until NODE holds N more rows
+# that worker WORKER's writer inserted (in TABLE, events) than now: load
+# measured in rows written, not in seconds
+sub writes_more
+{
+	my ($n, $w, $more, $t) = @_;
+	$t //= 'events';
+	my $now = $n->safe_psql('postgres', "SELECT count(*) FROM $t WHERE node = $w AND payload LIKE 'load %'");
+	$n->poll_query_until('postgres',
+		"SELECT count(*) >= $now + $more FROM $t WHERE node = $w AND payload LIKE 'load %'")
+	  or die "worker $w's writer did not write $more rows on " . $n->name;
+	return;
+}
+
+# sqlstate_of(NODE, SQL): the SQLSTATE SQL fails with on NODE, or '' if it
+# succeeds
+sub sqlstate_of
+{
+	my ($n, $sql) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $n->psql('postgres', "\\set VERBOSITY sqlstate\n$sql", stdout => \$out, stderr => \$err);
+	return $rc == 0 ? '' : ($err =~ /:\s+([0-9A-Z]{5})\s*$/m)[0] // "no SQLSTATE in: $err";
 }
 
 # missing_conflicts(NODE): update_missing + delete_missing that NODE's

@@ -19,3 +19,7 @@ SELECT snowflake_claim_worker('np');
 CREATE TABLE np (id bigserial PRIMARY KEY);
 SELECT snowflake_convert_column('np', 'id');
 SELECT pg_get_expr(adbin, adrelid) AS default_kept FROM pg_attrdef WHERE adrelid = 'np'::regclass;
+-- the text forms need nothing of the node; the opaque form needs its key,
+-- which only a preloaded library keeps from other roles
+SELECT snowflake_base32(4194324483) AS base32, snowflake_from_base62(snowflake_base62(4194324483, 'o'), 'o') AS back;
+SELECT snowflake_opaque(4194324483);

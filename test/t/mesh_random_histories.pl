@@ -1,11 +1,13 @@
 # The mesh under random histories.  From a seed, snowflake-mesh joins new
-# nodes and nodes that were members before, leaves, two joins at once, a
-# join beside a leave, a join whose helper is killed and taken back with
-# abort, a table added, a member stopped and started, and faults set on
-# purpose (a subscription disabled, a change skipped on one node), all
-# while every member inserts, updates and deletes (each its own share of
-# the rows made before the step, and its own rows), and a joining node
-# writes too.  After every step: every member holds the same rows,
+# nodes and nodes that were members before, leaves (the leaving node
+# writing too), two joins at once, a join beside a leave, a join whose
+# helper is killed and taken back with abort, a table added, a member
+# stopped and started, and faults set on purpose (a subscription disabled,
+# a change skipped on one node, a configuration that would drop changes),
+# all while every member inserts, updates and deletes (each its own share
+# of the rows made before the step, and its own rows), and a joining node
+# tries to write too (refused until it is a member).  Every row a node
+# that left wrote is on every member, and it refuses writes.  After every step: every member holds the same rows,
 # compared by content, in every table; and status is judged against what
 # the test knows to be true: whole (exit 0) when the rows agree and no
 # fault is set, and otherwise the exit status of the fault, never 0 while
@@ -85,13 +87,34 @@ sub writers_done
 	return;
 }
 
-# a node that left, or was refused, made empty again for a later join
+# a node that left, or was refused, made empty again for a later join:
+# its fence lifted (a node that left refuses writes), the copy of a join
+# taken back emptied
 sub empty_spare
 {
 	my ($n) = @_;
 	$n->safe_psql('postgres', join ";\n", 'SELECT pg_stat_reset_subscription_stats(NULL)',
-		(map { "TRUNCATE $_" } @tables), 'DELETE FROM snowflake_workers',
-		'DROP PUBLICATION IF EXISTS snowflake_mesh');
+		'SELECT snowflake.snowflake_mesh_unfence()', (map { "TRUNCATE $_" } @tables),
+		'DELETE FROM snowflake_workers', 'SELECT snowflake.snowflake_mesh_unpublish(NULL)');
+	return;
+}
+
+# every row WHO wrote or changed (its own, and its part PART of the rows
+# made before) is on each of the MEMBERS as on WHO, in every table
+sub kept
+{
+	my ($who, $part, @members) = @_;
+	my $w = wid($who);
+	my ($mod, $rem) = @$part;
+	for my $t (@tables)
+	{
+		# (the rows made before the steps carry node 1: only k tells whose
+		# part they are)
+		my $where = "node = $w AND k IS NULL" . ($t eq 'events' ? " OR k % $mod = $rem" : '');
+		my $want = content($who, $t, $where);
+		check("every row worker $w wrote in $t is on worker " . wid($_), content($_, $t, $where) eq $want)
+		  for @members;
+	}
 	return;
 }
 
@@ -163,7 +186,7 @@ while (++$step <= $steps && time - $started < $budget)
 {
 	my @m = members();
 	my @s = spares();
-	my @ops = ('add-table', 'down', 'disabled', 'skipped');
+	my @ops = ('add-table', 'down', 'disabled', 'skipped', 'drops changes');
 	push @ops, 'join', 'join', 'killed join' if @s;
 	push @ops, 'two joins' if @s >= 2;
 	push @ops, 'leave' if @m > 2;
@@ -222,6 +245,11 @@ while (++$step <= $steps && time - $started < $budget)
 		else
 		{
 			mesh_locks_gone(@m, $new);
+			# killed after its fence stood, the node refuses writes until the
+			# join is taken back
+			check('the node of the killed join refuses writes',
+				sqlstate_of($new, 'INSERT INTO events (node) VALUES (0)') eq 'SM002')
+			  if $new->safe_psql('postgres', q{SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_mesh_fence'}) > 0;
 			my ($arc, $aout, $aerr) = mesh('abort', conn($new), map { conn($_) } @m);
 			say_op("  abort: exit $arc");
 			if ($arc != 0 && $aerr =~ /is not in a join/)
@@ -246,17 +274,46 @@ while (++$step <= $steps && time - $started < $budget)
 	}
 	elsif ($op eq 'leave')
 	{
-		my $go = $m[ int(rand(@m)) ];
-		say_op('worker ' . wid($go) . ' leaves');
-		my $w = writers(grep { $_ != $go } @m);
+		my $i = int(rand(@m));
+		my $go = $m[$i];
+		say_op('worker ' . wid($go) . ' leaves while every member writes, itself too');
+		my $w = writers(@m);
 		($rc, $out, $err) = mesh('leave', conn($go), map { conn($_) } grep { $_ != $go } @m);
 		check('the leave succeeds', $rc == 0, $err);
 		writers_done($w);
 		if ($rc == 0)
 		{
 			delete $members{ wid($go) };
+			check('the node that left refuses writes', sqlstate_of($go, 'INSERT INTO events (node) VALUES (0)') eq 'SM002');
+			kept($go, [ scalar @m, $i ], members());
 			empty_spare($go);
 		}
+	}
+	elsif ($op eq 'drops changes')
+	{
+		# a member's configuration that would drop changes: status names it
+		# (6); then it is put back (set while nobody writes, so that the
+		# members stay the same)
+		my $x = $m[ int(rand(@m)) ];
+		my $y = (grep { $_ != $x } @m)[0];
+		my @how = (
+			[ 'publishes inserts only', q{ALTER PUBLICATION snowflake_mesh SET (publish = 'insert')},
+			  q{ALTER PUBLICATION snowflake_mesh SET (publish = 'insert, update, delete')},
+			  qr/worker ${\ wid($x)}: publication snowflake_mesh publishes only insert/ ],
+			[ 'subscribes to worker ' . wid($y) . ' with origin any',
+			  'ALTER SUBSCRIPTION snowflake_mesh_from_w' . wid($y) . ' SET (origin = any)',
+			  'ALTER SUBSCRIPTION snowflake_mesh_from_w' . wid($y) . ' SET (origin = none)',
+			  qr/worker ${\ wid($x)}: snowflake_mesh_from_w${\ wid($y)} takes the changes of every origin/ ],
+			[ 'has a row filter on events',
+			  'ALTER PUBLICATION snowflake_mesh DROP TABLE events; ALTER PUBLICATION snowflake_mesh ADD TABLE events WHERE (id > 0)',
+			  'ALTER PUBLICATION snowflake_mesh DROP TABLE events; ALTER PUBLICATION snowflake_mesh ADD TABLE events; '
+				. 'SELECT snowflake.snowflake_mesh_record()',
+			  qr/worker ${\ wid($x)}: publication snowflake_mesh publishes only the rows of public\.events/ ]);
+		my $how = $how[ int(rand(@how)) ];
+		say_op('worker ' . wid($x) . " $how->[0]");
+		$x->safe_psql('postgres', $how->[1]);
+		judged(6, $how->[3]);
+		$x->safe_psql('postgres', $how->[2]);
 	}
 	elsif ($op eq 'join and leave')
 	{
@@ -303,7 +360,7 @@ while (++$step <= $steps && time - $started < $budget)
 		($rc, $out, $err) = mesh_finish($r);
 		check('add-table succeeds', $rc == 0, $err);
 		push @$w, map { writer_start($_, table => $t) } grep { !$on{ wid($_) } } @m;
-		sleep 1;
+		writes_more($_, wid($_), 5, $t) for @m;
 		writers_done($w);
 		push @tables, $t;
 	}
@@ -329,7 +386,7 @@ while (++$step <= $steps && time - $started < $budget)
 		say_op('worker ' . wid($x) . "'s subscription to worker $from disabled while all write");
 		my $w = writers(@m);
 		$x->safe_psql('postgres', "ALTER SUBSCRIPTION snowflake_mesh_from_w$from DISABLE");
-		sleep 1;
+		writes_more($_, wid($_), 5) for @m;
 		writers_done($w);
 		judged(5, qr/worker ${\ wid($x)}: snowflake_mesh_from_w$from is disabled/);
 		$x->safe_psql('postgres', "ALTER SUBSCRIPTION snowflake_mesh_from_w$from ENABLE");

@@ -1,8 +1,9 @@
 # snowflake-mesh run by a superuser against databases a hostile role owns:
 # a table renamed to SQL text, a database search_path that puts the
-# owner's functions before pg_catalog, a view planted under a mesh
-# table's name on one node, the schema snowflake or the publication
-# snowflake_mesh in the owner's hands, and passwords, which must never
+# owner's functions before pg_catalog, the owner's publication and (with
+# pg_create_subscription) subscription under the mesh's names, a view
+# planted under a mesh table's name on one node, the schema snowflake or
+# the mesh's publication in the owner's hands, and passwords, which must never
 # reach the process list or the helper's output (also in URIs that
 # libpq reads differently from a glance).  The owner, mallory, must
 # gain nothing: rolsuper stays false and no role appears.  On PostgreSQL
@@ -114,9 +115,29 @@ for my $n ($n1, $n2, $n3)
 ($rc, $out, $err) = mesh({}, 'status', conn($n1), conn($n2));
 nothing_gained('status in trapped databases', $n1, $n2);
 is($rc, 0, 'status still finds the mesh whole') or diag("$out\n$err");
+# mallory's own objects under the mesh's names are not the mesh's, and
+# block nothing: a publication snowflake_mesh on the node that joins (she
+# owns its database), and, with pg_create_subscription, a subscription
+# named as the one a member makes to it
+$n3->safe_psql('shop', 'SET ROLE mallory; CREATE PUBLICATION snowflake_mesh');
+$n1->safe_psql('postgres', 'GRANT pg_create_subscription TO mallory');
+$n1->safe_psql('shop', q{SET ROLE mallory; CREATE SUBSCRIPTION snowflake_mesh_from_w3
+	CONNECTION 'host=/nonexistent dbname=shop password=x' PUBLICATION snowflake_mesh WITH (connect = false)});
 ($rc, $out, $err) = mesh({}, 'join', conn($n3), conn($n1), conn($n2));
-is($rc, 0, 'a join through a table named as SQL and a trapped search_path works') or diag("$out\n$err");
+is($rc, 0, 'a join through a table named as SQL, a trapped search_path and mallory\'s objects under the mesh\'s names works')
+  or diag("$out\n$err");
 nothing_gained('join in trapped databases', $n1, $n2, $n3);
+is($n3->safe_psql('shop', q{SELECT string_agg(pubname || ':' || pubowner::regrole, ',' ORDER BY pubname) FROM pg_publication}),
+	'snowflake_mesh:mallory,snowflake_mesh_1:' . $n3->safe_psql('postgres', 'SELECT current_user'),
+	'the joining node\'s publication of the mesh took another name beside mallory\'s');
+is($n1->safe_psql('shop', q{SELECT string_agg(subname || ':' || subowner::regrole || ':' || subenabled, ',' ORDER BY subname)
+	FROM pg_subscription WHERE subname LIKE '%w3%'}),
+	'snowflake_mesh_from_w3:mallory:false,snowflake_mesh_from_w3_1:' . $n1->safe_psql('postgres', 'SELECT current_user') . ':true',
+	'and so did worker 1\'s subscription to it; mallory\'s is as she made it');
+($rc, $out, $err) = mesh({}, 'status', conn($n1), conn($n2), conn($n3));
+is($rc, 0, 'status finds the mesh whole beside them') or diag("$out\n$err");
+like($err, qr/warning: worker 1: snowflake_mesh_from_w3 is owned by role mallory, not a superuser: it is not the mesh's/,
+	'and says that mallory\'s subscription is not the mesh\'s');
 my $q = qq{SELECT count(*) = 10 FROM "${\ ($evil =~ s/"/""/gr)}"};
 ok($n3->poll_query_until('shop', $q), 'the new node has the rows');
 
@@ -213,8 +234,8 @@ $n2->safe_psql('shop', 'REVOKE CREATE ON SCHEMA snowflake FROM mallory');
 # publishes and write the lock that abort reads
 $n2->safe_psql('shop', 'ALTER PUBLICATION snowflake_mesh OWNER TO mallory');
 ($rc, $out, $err) = mesh({}, 'status', conn($n1), conn($n2), conn($n3));
-isnt($rc, 0, 'a publication snowflake_mesh that mallory owns is refused');
-like("$out$err", qr/publication snowflake_mesh is owned by a role that is not a superuser/, 'and says why')
+is($rc, 6, 'the mesh\'s publication given to mallory is no longer the mesh\'s: exit 6');
+like("$out$err", qr/publication snowflake_mesh is owned by role mallory, not a superuser: it is not the mesh's/, 'and says why')
   or diag("$out\n$err");
 $n2->safe_psql('shop', 'ALTER PUBLICATION snowflake_mesh OWNER TO CURRENT_USER');
 ($rc, $out, $err) = mesh({}, '--rows', 'status', conn($n1), conn($n2), conn($n3));

@@ -60,7 +60,7 @@ for my $w (1 .. 3)
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start(
 		[ 'pgbench', '-n', '-c', $clients, '-j', 2, '-t', $per_client, '-f', $script,
-		  '-d', $writers[ $w - 1 ]->connstr('postgres') ],
+		  $writers[ $w - 1 ]->connstr('postgres') ],
 		'>', \$out, '2>', \$err);
 	push @runs, [ $h, \$err ];
 }

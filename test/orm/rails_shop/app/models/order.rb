@@ -1,0 +1,3 @@
+class Order < ApplicationRecord
+  has_many :order_lines
+end

@@ -1,0 +1,3 @@
+class OrderLine < ApplicationRecord
+  belongs_to :order
+end

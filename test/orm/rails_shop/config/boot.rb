@@ -1,0 +1,1 @@
+# Debian's gems are on Ruby's load path: no Bundler.
