@@ -173,8 +173,24 @@ sub kind
 sub claimed
 {
 	my ($h) = @_;
-	$h->{model}{claims}{ $h->{worker} } = $h->{model}{system};
+	$h->{model}{claims}{ configured_worker($h) } = $h->{model}{system};
 	return;
+}
+
+# The worker id the node's configuration gives: 5000 while the file gives
+# that (in force where the layout's worker field holds it).
+sub configured_worker
+{
+	my ($h) = @_;
+	return $h->{model}{worker_bad} ? 5000 : $h->{worker};
+}
+
+# Held back for a worker id its system has not claimed, where it claimed
+# others: a worker id rejected at start is none, and holds nothing.
+sub held_unclaimed
+{
+	my ($h) = @_;
+	return !$h->{model}{worker_rejected} && unclaimed($h, configured_worker($h));
 }
 
 # Whether this system claimed worker ids, and not this one: the node is
@@ -192,7 +208,7 @@ sub unclaimed
 sub claim_in_force
 {
 	my ($h, $node, $what) = @_;
-	say_op($h, "$what: snowflake_claim_worker() for worker id $h->{worker}");
+	say_op($h, "$what: snowflake_claim_worker() for worker id " . configured_worker($h));
 	claimed($h)
 	  if defined((one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()',
 			no_ids => 1))[0]);
@@ -624,8 +640,8 @@ sub justified
 	  if $code eq '55S03' && $reason_in->('claimed_elsewhere') && defined $claim && $claim != $m->{system};
 	# a worker id this system has not claimed, where it claimed others
 	return 'a worker id this system has not claimed'
-	  if $code eq '55S03' && $reason_in->('unclaimed') && unclaimed($h, $h->{worker});
-	return undef if unclaimed($h, $h->{worker});
+	  if $code eq '55S03' && $reason_in->('unclaimed') && held_unclaimed($h);
+	return undef if held_unclaimed($h);
 	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
 	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
 	  if $code eq 'XX001';
@@ -766,8 +782,8 @@ sub must_refuse
 	my $m = $h->{model};
 	return "$what: the node generated with a setting rejected at start" if $m->{settings_bad};
 	return "$what: the node generated with its worker id rejected" if $m->{worker_rejected};
-	return "$what: the node generated under worker id $h->{worker}, which its system has not claimed"
-	  if unclaimed($h, $h->{worker});
+	return "$what: the node generated under worker id " . configured_worker($h) . ', which its system has not claimed'
+	  if held_unclaimed($h);
 	return "$what: the node generated without the library preloaded" if !$m->{preloaded};
 	return "$what: the node generated before it was told which node it is ($m->{identity})"
 	  if $m->{identity} ne 'ok';
@@ -1182,7 +1198,7 @@ sub reload_settings
 	select(undef, undef, undef, 0.3) if $what eq 'worker';
 	# where this system claimed others, one not claimed holds the node back
 	# until it is: claimed now and then at once, as a mesh's helper does
-	claim_in_force($h, $node, 'reload') if unclaimed($h, $h->{worker}) && rand() < 0.5;
+	claim_in_force($h, $node, 'reload') if held_unclaimed($h) && rand() < 0.5;
 	return;
 }
 
@@ -2050,6 +2066,8 @@ sub lifecycle_op
 			select(undef, undef, undef, 0.3);
 			set_identity($h, 'ok');
 			local $h->{worker} = 99;
+			local $m->{worker_bad} = 0;
+			local $m->{worker_rejected} = 0;
 			local $h->{model}{claims} = { %{ $m->{claims} } };
 			if (unclaimed($h, 99))
 			{
@@ -2535,7 +2553,7 @@ sub working
 	my ($h, $node) = @_;
 	my $m = $h->{model};
 	wake_keeper($h);
-	claim_in_force($h, $node, 'the worker id in force unclaimed') if unclaimed($h, $h->{worker});
+	claim_in_force($h, $node, 'the worker id in force unclaimed') if held_unclaimed($h);
 	if ($m->{settings_bad} || $h->{layout} eq 'broken' || $m->{worker_bad})
 	{
 		follow_hint($h, $node, 'a setting rejected at start');
