@@ -264,7 +264,11 @@ check_worker_id(int *newval, void **extra, GucSource source)
 static void
 assign_worker_id(int newval, void *extra)
 {
-	if (!IsUnderPostmaster && settings_worker_assigned)
+	if (IsUnderPostmaster)
+		return;
+	/* a valid one read: no longer rejected, also for a crash's restart */
+	worker_rejected[0] = '\0';
+	if (settings_worker_assigned)
 		settings_worker_assigned(newval);
 }
 

@@ -145,6 +145,8 @@ sub new_history
 			system => 0,		# which system identifier the node has: a
 								# new one after pg_upgrade or a dump
 			claims => {},		# worker id => the system that claimed it
+			rows => {},			# the same, as postgres' snowflake_workers
+								# holds them (DROP EXTENSION empties it)
 		},
 	};
 	open my $fh, '>', $h->{record} or die "cannot write $h->{record}: $!";
@@ -174,6 +176,7 @@ sub claimed
 {
 	my ($h) = @_;
 	$h->{model}{claims}{ configured_worker($h) } = $h->{model}{system};
+	$h->{model}{rows}{ configured_worker($h) } = $h->{model}{system};
 	return;
 }
 
@@ -645,7 +648,9 @@ sub justified
 	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
 	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
 	  if $code eq 'XX001';
-	return 'a worker id rejected' if $code eq 'F0000' && $m->{worker_rejected} && $reason_in->('worker_id_rejected');
+	return 'a worker id rejected'
+	  if $code eq 'F0000' && $m->{worker_rejected} &&
+	  ($reason_in->('worker_id_rejected') || !defined $reason && $m->{at_1_1});
 	return undef if $m->{worker_rejected} || $code eq 'F0000';
 
 	my $now = $ctx->{lo_ms};
@@ -1927,7 +1932,7 @@ sub release
 	}
 	$h->{releases}++;
 	# the claim of the worker id it runs as moves to this system
-	claimed($h) if defined $m->{claims}{ $h->{worker} };
+	claimed($h) if defined $m->{rows}{ $h->{worker} };
 	violation($h, "$what: released above $out, not above ID $h->{floor} the lost node issued")
 	  if $out !~ /^\d+$/ || $out < $h->{floor};
 	set_identity($h, 'ok');
@@ -2325,6 +2330,8 @@ sub recreate_extension
 	my ($ret, $out, $err) = try_sql($node,
 		'DROP EXTENSION snowflake CASCADE; CREATE EXTENSION snowflake', 60, $db);
 	violation($h, "DROP and CREATE EXTENSION failed: $err") if $ret != 0;
+	# the claims table went with it (the node's record keeps what it knew)
+	$h->{model}{rows} = {} if $db eq 'postgres' && $ret == 0;
 	return;
 }
 

@@ -80,6 +80,13 @@ for my $case (@bad)
 		$node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
 		  or die 'the reload did not fix the worker id';
 		is(refusal($node), 'generated', '... and after a reload that fixed it, it generates');
+		# every process restarted after a crash keeps the fix: the postmaster read it
+		my $keeper = $node->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake keeper'");
+		kill 'KILL', $keeper if $keeper;
+		$node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+		  or die 'the node did not come back ready from the crash';
+		is(refusal($node), 'generated', '... also after a crash restarted every process');
 	}
 	else
 	{
