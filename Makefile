@@ -20,7 +20,7 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o src/node.o src/text.o
+	src/identity.o src/claims.o src/confirm.o src/node.o src/text.o
 # The current version's full install script is built from sql/snowflake.sql
 # (its one source), and so is the update script from the last release,
 # from its template (sql/compose.pl); the scripts and control files of
@@ -59,7 +59,7 @@ include $(PGXS)
 endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
-	src/snowflake.h src/state.h src/wal.h \
+	src/snowflake.h src/mark.h src/wal.h \
 	src/identity.h src/node.h src/text.h
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql

@@ -201,6 +201,22 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION snowflake_layouts() IS
 'the layout presets: field widths, time unit, epoch and end of life';
 
+-- @begin node_model
+-- The node's model as the library holds it: each reason (its state and
+-- SQLSTATE), and each transition of the node's durable state (an event,
+-- the reasons it acts in, the state and reason it leads to).  Fixed by the
+-- library loaded, so STABLE; DESIGN.md's tables are checked against it.
+CREATE FUNCTION snowflake_node_model(
+	OUT kind text, OUT name text, OUT from_reasons text[],
+	OUT to_state text, OUT to_reason text, OUT sqlstate text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'snowflake_node_model'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION snowflake_node_model() IS
+'the node''s reasons and the transitions of its state, as the library holds them';
+-- @end node_model
+
 -- @begin status
 -- The counters change with every call: VOLATILE.  They live in shared
 -- memory, so any process, a parallel worker too, reads the same values.
@@ -487,7 +503,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	me bigint := (SELECT system_identifier FROM pg_control_system());
-	w integer := @extschema@.snowflake_worker_id();
+	w integer := @extschema@.snowflake_identity_claimable();
 	claim @extschema@.snowflake_workers;
 BEGIN
 	SELECT * INTO claim FROM @extschema@.snowflake_workers WHERE worker_id = w;
@@ -503,6 +519,12 @@ BEGIN
 		INSERT INTO @extschema@.snowflake_workers (worker_id, system_identifier, node_name)
 		VALUES (w, me, snowflake_claim_worker.node_name)
 		RETURNING * INTO claim;
+	END IF;
+	-- the node keeps the worker ids its system claimed, this one too, also
+	-- where the claim was there already (a superuser's call: the one that
+	-- may claim)
+	IF EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = current_user AND rolsuper) THEN
+		PERFORM @extschema@.snowflake_identity_claim_seen(w, me);
 	END IF;
 	RETURN claim;
 END $$;
@@ -855,6 +877,16 @@ COMMENT ON FUNCTION snowflake_identity_installed() IS
 'internal: the install script ran here, so a data directory without snowflake state is a fresh node';
 
 REVOKE ALL ON FUNCTION snowflake_identity_installed() FROM PUBLIC;
+
+CREATE FUNCTION snowflake_identity_claimable()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'snowflake_identity_claimable'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- as snowflake_worker_id(), everyone may ask it (snowflake_claim_worker()
+-- returns an existing claim to a role that may read the table)
+COMMENT ON FUNCTION snowflake_identity_claimable() IS
+'internal: the worker id a claim is made for; refuses as snowflake_worker_id() does, but where the claim is the step';
 
 CREATE FUNCTION snowflake_identity_claim_seen(worker_id integer, system_identifier bigint)
 RETURNS void

@@ -20,10 +20,11 @@
 #include "utils/tuplestore.h"
 
 #include "clock.h"
+#include "identity.h"
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
-#include "state.h"
+#include "mark.h"
 
 PG_FUNCTION_INFO_V1(snowflake_nextval);
 PG_FUNCTION_INFO_V1(snowflake_nextval_block);
@@ -173,7 +174,10 @@ layout_arg(FunctionCallInfo fcinfo, int argno)
 static const SnowflakeLayout *
 server_layout(void)
 {
-	settings_require_usable();
+	NodeReason	r = node_settings_reason();
+
+	if (r != REASON_NONE)
+		node_refuse_state(r);
 	return snowflake_layout;
 }
 
@@ -430,22 +434,26 @@ snowflake_status(PG_FUNCTION_ARGS)
 	int			i = 0;
 	NodeReason	reason;
 	NodeState	state;
+	const SnowflakeLayout *layout;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	generator_status(&st);
 	memset(nulls, 0, sizeof(nulls));
 
-	LWLockAcquire(node_shared->lock, LW_SHARED);
-	state = node_state(&reason);
-	LWLockRelease(node_shared->lock);
+	/* what a call would meet now: the same verdict */
+	reason = generator_verdict();
+	state = node_reason_state(reason);
 	values[i++] = CStringGetTextDatum(node_state_name(state));
 	nulls[i] = reason == REASON_NONE;
 	values[i++] = reason == REASON_NONE ? (Datum) 0 : CStringGetTextDatum(node_reason_name(reason));
 
 	nulls[i] = st.worker_id < 0;
 	values[i++] = Int32GetDatum(st.worker_id);
-	values[i++] = CStringGetTextDatum(snowflake_layout->name);
+	/* a layout the configuration named that was rejected is not in force */
+	layout = settings_layout_in_force();
+	nulls[i] = layout == NULL;
+	values[i++] = layout == NULL ? (Datum) 0 : CStringGetTextDatum(layout->name);
 	nulls[i] = nulls[i + 1] = (st.last_id == 0);
 	values[i++] = Int64GetDatum(st.last_id);
 	values[i++] = st.last_id ?
@@ -463,6 +471,7 @@ snowflake_status(PG_FUNCTION_ARGS)
 	values[i++] = st.high_water_mark ?
 		TimestampTzGetDatum(layout_tick_to_timestamptz(snowflake_layout,
 													   layout_tick(snowflake_layout, st.high_water_mark))) : 0;
+	nulls[i] = st.started == 0;
 	values[i++] = TimestampTzGetDatum(st.started);
 	Assert(i == lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
@@ -518,8 +527,11 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 	int64		last;
 	bool		lower;
 	NodeRecord	next;
+	NodeReason	r = identity_verdict(true, CHECK_MARK);
 
-	(void) generator_require_ready();
+	/* what stands before the mark refuses; the mark is what it mends */
+	if (node_refuses(r))
+		node_refuse_state(r);
 	now_ms = clock_unix_ms();
 	allowed_ms = settings_max_lead_ms();
 	if (!force && above > 0 && above < layout_max_id(l))

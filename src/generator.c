@@ -5,7 +5,7 @@
  *	  a clock that is behind the IDs already issued.
  *
  * The state is the last ID issued on this node, in one 64-bit atomic word
- * (state.h).  A new ID is computed from it and installed with one
+ * (mark.h).  A new ID is computed from it and installed with one
  * compare-and-swap, so every ID the node issues is greater than every ID it
  * issued before, whichever backend or database asks.  Beside it sit the
  * highest clock reading seen, which tells a clock that went backwards from
@@ -40,7 +40,7 @@
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
-#include "state.h"
+#include "mark.h"
 
 /* What to do with a candidate ID that is ahead of the clock. */
 typedef enum Verdict
@@ -239,24 +239,106 @@ prev_layout_ms(int64 id)
 	return layout_tick_to_unix_ms(o, layout_tick(o, id));
 }
 
-static void
-refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
-	   int64 seen, int64 now, int64 until_ms)
+/*
+ * A candidate for the next n IDs, as a call makes it now, and what the
+ * clock policy says of it.
+ */
+typedef struct Candidate
+{
+	int64		now_ms;			/* the clock, Unix ms */
+	int64		now;			/* its tick; < 0: before the layout's epoch */
+	int64		seen;			/* the highest tick read so far, now's too */
+	int64		last_tick;		/* the tick of the last ID */
+	int64		tick;			/* the candidate's tick and sequence */
+	int64		seq;
+	int64		until_ms;		/* not ISSUE: when it may be issued */
+	int64		limit_ms;		/* WAIT: how long the policy lets a call wait */
+} Candidate;
+
+/*
+ * The candidate for worker's next n IDs above old, the last ID, with seen
+ * read before the clock (see generate()), and the policy's verdict of it:
+ * the one decision of what a call does with the clock, made by calls and
+ * shown by the status view.  No shared word is written here.
+ */
+static pg_attribute_always_inline Verdict
+consider(const SnowflakeLayout *l, int64 n, int64 worker, uint64 old,
+		 int64 seen, Candidate *c)
+{
+	c->now_ms = clock_unix_ms();
+	c->now = layout_unix_ms_to_tick(l, c->now_ms);
+	c->last_tick = layout_tick(l, (int64) old);
+	c->seen = Max(seen, c->now);
+	c->tick = c->seq = 0;
+	if (unlikely(c->now < 0))
+		return REFUSE;
+
+	if (c->now > c->last_tick)
+	{
+		c->tick = c->now;
+		c->seq = block_first_seq(l, n);
+	}
+	else if (layout_worker(l, (int64) old) == worker &&
+			 layout_seq(l, (int64) old) < layout_max_seq(l) - (n - 1))
+	{
+		c->tick = c->last_tick;
+		c->seq = layout_seq(l, (int64) old) + 1;
+	}
+	else if (layout_worker(l, (int64) old) != worker &&
+			 (c->seq = same_tick_seq(l, c->last_tick, worker, (int64) old, n)) >= 0)
+	{
+		/* the worker id changed: its IDs of this tick may go above */
+		c->tick = c->last_tick;
+	}
+	else
+	{
+		/*
+		 * Fewer than n sequence numbers left in the tick, or no room for
+		 * the new worker id: the next tick, which holds any block
+		 */
+		c->tick = c->last_tick + 1;
+		c->seq = 0;
+	}
+	if (unlikely(c->tick > layout_max_tick(l)))
+		return REFUSE;
+	if (c->tick <= c->now)
+		return ISSUE;
+	return judge(l, c->tick, c->now, c->now_ms, c->seen > c->now,
+				 &c->until_ms, &c->limit_ms);
+}
+
+/*
+ * Why a candidate the policy does not issue (now, or after the longest
+ * wait it allows) is refused, and the values its words name.
+ */
+static NodeReason
+refusal(const SnowflakeLayout *l, int64 n, const Candidate *c, RefuseArgs *a)
 {
 	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 	const char *prev = snowflake_shared->prev_layout;
 
 	/* nothing issued in this layout yet: the state is the old layout's */
 	bool		old_layout = prev[0] != '\0' && last <= snowflake_shared->resumed_from;
-	int64		old_ms = old_layout ? prev_layout_ms(last) : -1;
-	int64		lead_ms = (last_tick - now) * l->tick_ms;
-	const char *at = unix_ms_to_str(layout_tick_to_unix_ms(l, last_tick));
-	const char *clock = unix_ms_to_str(now_ms);
-	const char *until = unix_ms_to_str(until_ms);
+	int64		old_ms;
+	int64		lead_ms = (c->last_tick - c->now) * l->tick_ms;
+	const char *at;
+	const char *clock = unix_ms_to_str(c->now_ms);
+	const char *until;
 	const char *ahead = node_num(snowflake_max_run_ahead_ms);
-	RefuseArgs	a = {{node_num(lead_ms)}, {at, clock, until}, {ahead}};
 
-	count(&my_slot()->c.refused);
+	if (c->now < 0)
+	{
+		*a = (RefuseArgs) {{clock, l->name}, {unix_ms_to_str(layout_tick_to_unix_ms(l, 0))}};
+		return REASON_CLOCK_BEFORE_EPOCH;
+	}
+	if (c->tick > layout_max_tick(l))
+	{
+		*a = (RefuseArgs) {{l->name}, {unix_ms_to_str(layout_tick_to_unix_ms(l, layout_max_tick(l)))}};
+		return REASON_LAYOUT_ENDED;
+	}
+	at = unix_ms_to_str(layout_tick_to_unix_ms(l, c->last_tick));
+	until = unix_ms_to_str(c->until_ms);
+	*a = (RefuseArgs) {{node_num(lead_ms)}, {at, clock, until}, {ahead}};
 
 	/*
 	 * The layout's refusal when the lead comes from the layout change: read
@@ -265,38 +347,55 @@ refuse(const SnowflakeLayout *l, int64 n, int64 last_tick, int64 now_ms,
 	 * clock's, a crash's or the old layout's own lead is the cause.  No
 	 * setting lets the node run more than a day ahead of the clock.
 	 */
+	old_ms = old_layout ? prev_layout_ms(last) : -1;
 	if (old_layout &&
-		(old_ms >= 0 ? old_ms - now_ms <= settings_max_lead_ms() : seen <= now))
+		(old_ms >= 0 ? old_ms - c->now_ms <= settings_max_lead_ms() : c->seen <= c->now))
 	{
-		a = (RefuseArgs) {{l->name, prev}, {at, clock}, {prev}};
-		node_refuse(REASON_LAYOUT_BELOW, &a);
+		*a = (RefuseArgs) {{l->name, prev}, {at, clock}, {prev}};
+		return REASON_LAYOUT_BELOW;
 	}
-	if (seen > now)
+	if (c->seen > c->now)
 	{
-		int64		back_ms = (seen - now) * l->tick_ms;
+		int64		back_ms = (c->seen - c->now) * l->tick_ms;
 
-		a = (RefuseArgs) {{node_num(back_ms)}, {at, clock, until},
+		*a = (RefuseArgs) {{node_num(back_ms)}, {at, clock, until},
 		{node_num(snowflake_max_clock_backward_ms), ahead}};
 		if (lead_ms > RUN_AHEAD_CAP_MS)
-			node_refuse(REASON_CLOCK_BACK_FAR, &a);
+			return REASON_CLOCK_BACK_FAR;
 		/* no wait the setting allows covers it: only running ahead does */
 		if (back_ms > MAX_CLOCK_BACKWARD_MS)
 		{
-			a.hint[0] = ahead;
-			node_refuse(REASON_CLOCK_BACK_LONG, &a);
+			a->hint[0] = ahead;
+			return REASON_CLOCK_BACK_LONG;
 		}
-		node_refuse(REASON_CLOCK_BACK, &a);
+		return REASON_CLOCK_BACK;
 	}
 	/* the lead is only the next tick: a long tick, not a clock problem */
-	if (last_tick <= now)
+	if (c->last_tick <= c->now)
 	{
-		a = (RefuseArgs) {{l->name, node_num(n)}, {until, node_num(until_ms - now_ms)}, {ahead}};
-		node_refuse(n > 1 ? REASON_BLOCK_TOO_LARGE : REASON_TICK_USED_UP, &a);
+		*a = (RefuseArgs) {{l->name, node_num(n)}, {until, node_num(c->until_ms - c->now_ms)}, {ahead}};
+		return n > 1 ? REASON_BLOCK_TOO_LARGE : REASON_TICK_USED_UP;
 	}
-	node_refuse(lead_ms > RUN_AHEAD_CAP_MS ? REASON_AHEAD_FAR : REASON_AHEAD_OF_CLOCK, &a);
+	return lead_ms > RUN_AHEAD_CAP_MS ? REASON_AHEAD_FAR : REASON_AHEAD_OF_CLOCK;
 }
 
-/* Refuse unless this node may generate at all; returns its worker id. */
+static void
+refuse(const SnowflakeLayout *l, int64 n, const Candidate *c)
+{
+	RefuseArgs	a;
+	NodeReason	r = refusal(l, n, c, &a);
+
+	count(&my_slot()->c.refused);
+	node_refuse(r, &a);
+}
+
+/*
+ * Refuse unless this node may generate at all (node.c's verdict, with the
+ * worker id configured since applied: identity.c); returns its worker id.
+ * A node that may not publishes none, so the hot path has only the cold
+ * branch of an unset worker id (and recovery, and single-user mode, which
+ * are this process's) to take.
+ */
 int
 generator_require_ready(void)
 {
@@ -304,22 +403,45 @@ generator_require_ready(void)
 
 	if (unlikely(snowflake_shared == NULL))
 		node_refuse(REASON_NOT_PRELOADED, NULL);
-	if (unlikely(node_shared->disabled != REASON_NONE))
-		node_refuse(node_shared->disabled, NULL);
-	if (unlikely(!IsUnderPostmaster))
-		node_refuse(REASON_SINGLE_USER, NULL);
-	if (unlikely(RecoveryInProgress()))
-		node_refuse(REASON_IN_RECOVERY, NULL);
 	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
-	if (unlikely(worker == WORKER_ID_UNSET))
+	if (unlikely(worker == WORKER_ID_UNSET || !IsUnderPostmaster ||
+				 RecoveryInProgress()))
 	{
-		/* a node held back publishes none; a worker id set since is */
-		identity_require_ok();
+		NodeReason	r = identity_verdict(true, CHECK_ALL);
+
+		if (node_refuses(r))
+			node_refuse_state(r);
 		worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
+		/* a reload between the two: the next call sees it */
+		if (worker == WORKER_ID_UNSET)
+			node_refuse_state(REASON_NO_WORKER_ID);
 	}
-	if (unlikely(worker == WORKER_ID_UNSET))
-		node_refuse(REASON_NO_WORKER_ID, NULL);
 	return worker;
+}
+
+/*
+ * Why a call of one ID would not generate now, or REASON_NONE (or
+ * REASON_FLOOR_PENDING: it waits for the keeper, then generates): the
+ * node's verdict, then the clock's, as a call makes them.  What the
+ * status view shows.
+ */
+NodeReason
+generator_verdict(void)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+	NodeReason	r = identity_verdict(false, CHECK_ALL);
+	int64		seen;
+	int64		worker;
+	Candidate	c;
+	RefuseArgs	a;
+
+	if (r != REASON_NONE && r != REASON_FLOOR_PENDING)
+		return r;
+	seen = (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick);
+	worker = node_configured_worker();
+	if (consider(l, 1, worker, pg_atomic_read_u64(&snowflake_shared->last_id), seen, &c) == REFUSE)
+		return refusal(l, 1, &c, &a);
+	return r;
 }
 
 /*
@@ -350,11 +472,8 @@ generate(int64 n)
 		 */
 		int64		seen = (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick);
 		int64		worker = (int64) (int32) pg_atomic_read_u32(&snowflake_shared->worker);
-		int64		now_ms = clock_unix_ms();
-		int64		now = layout_unix_ms_to_tick(l, now_ms);
-		int64		last_tick = layout_tick(l, (int64) old);
-		int64		tick;
-		int64		seq;
+		Candidate	c;
+		Verdict		v;
 		int64		id;
 		int64		last;
 
@@ -364,85 +483,33 @@ generate(int64 n)
 			(void) generator_require_ready();
 			continue;
 		}
-		if (unlikely(now < 0))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-					 errmsg("system clock reads %s, before the epoch of the snowflake layout \"%s\"",
-							unix_ms_to_str(now_ms), l->name),
-					 errhint("Set the system clock right.")));
-		if (now > seen)
+		v = consider(l, n, worker, old, seen, &c);
+		if (c.now > seen)
+			atomic_raise(&snowflake_shared->seen_tick, (uint64) c.now);
+		if (unlikely(c.tick > c.now && c.seen > c.now))
+			note_clock_back(c.seen, (c.seen - c.now) * l->tick_ms);
+		if (v == WAIT)
 		{
-			atomic_raise(&snowflake_shared->seen_tick, (uint64) now);
-			seen = now;
-		}
+			int64		mono = clock_monotonic_us();
 
-		if (now > last_tick)
-		{
-			tick = now;
-			seq = block_first_seq(l, n);
-		}
-		else if (layout_worker(l, (int64) old) == worker &&
-				 layout_seq(l, (int64) old) < layout_max_seq(l) - (n - 1))
-		{
-			tick = last_tick;
-			seq = layout_seq(l, (int64) old) + 1;
-		}
-		else if (layout_worker(l, (int64) old) != worker &&
-				 (seq = same_tick_seq(l, last_tick, worker, (int64) old, n)) >= 0)
-		{
-			/* the worker id changed: its IDs of this tick may go above */
-			tick = last_tick;
-		}
-		else
-		{
-			/*
-			 * Fewer than n sequence numbers left in the tick, or no room
-			 * for the new worker id: the next tick, which holds any block
-			 */
-			tick = last_tick + 1;
-			seq = 0;
-		}
-
-		if (unlikely(tick > layout_max_tick(l)))
-			ereport(ERROR,
-					(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-					 errmsg("snowflake layout \"%s\" has run out of time bits", l->name),
-					 errdetail("Its last representable time is %s.",
-							   unix_ms_to_str(layout_tick_to_unix_ms(l, layout_max_tick(l)))),
-					 errhint("Move to a layout with a later end of life.")));
-
-		if (tick > now)
-		{
-			int64		until_ms = 0;
-			int64		limit_ms = 0;
-			Verdict		v;
-
-			if (seen > now)
-				note_clock_back(seen, (seen - now) * l->tick_ms);
-			v = judge(l, tick, now, now_ms, seen > now, &until_ms, &limit_ms);
-			if (v == WAIT)
+			/* the policy bounds the whole wait, not each slice of it */
+			if (deadline_us == 0)
 			{
-				int64		mono = clock_monotonic_us();
-
-				/* the policy bounds the whole wait, not each slice of it */
-				if (deadline_us == 0)
-				{
-					deadline_us = mono + limit_ms * 1000 + SPIN_US;
-					count(&my_slot()->c.waits);
-				}
-				else if (mono > deadline_us)
-					refuse(l, n, last_tick, now_ms, seen, now, until_ms);
-				wait_towards(until_ms);
-				old = pg_atomic_read_u64(&snowflake_shared->last_id);
-				continue;
+				deadline_us = mono + c.limit_ms * 1000 + SPIN_US;
+				count(&my_slot()->c.waits);
 			}
-			if (v == REFUSE)
-				refuse(l, n, last_tick, now_ms, seen, now, until_ms);
+			else if (mono > deadline_us)
+				refuse(l, n, &c);
+			wait_towards(c.until_ms);
+			old = pg_atomic_read_u64(&snowflake_shared->last_id);
+			continue;
 		}
+		if (v == REFUSE)
+			refuse(l, n, &c);
 
-		id = layout_compose(l, tick, worker, seq);
+		id = layout_compose(l, c.tick, worker, c.seq);
 		/* the block's greatest ID, which the reservation must cover */
-		last = n == 1 ? id : layout_compose(l, tick, worker, seq + (n - 1));
+		last = n == 1 ? id : layout_compose(l, c.tick, worker, c.seq + (n - 1));
 		/* pairs with the repair's write barrier: see mark_repair() */
 		pg_read_barrier();
 		if (unlikely((uint64) last > pg_atomic_read_u64(&snowflake_shared->extend_at)))
@@ -461,7 +528,7 @@ generate(int64 n)
 			CounterSlot *s = my_slot();
 
 			count_n(&s->c.issued, n);
-			if (tick > now)
+			if (c.tick > c.now)
 				count_n(&s->c.run_ahead_ids, n);
 			return id;
 		}
@@ -507,8 +574,9 @@ generator_status(GeneratorStatus *st)
 	int64		now;
 
 	memset(st, 0, sizeof(*st));
+	st->worker_id = WORKER_ID_UNSET;
 	if (snowflake_shared == NULL)
-		(void) generator_require_ready();
+		return;
 
 	st->worker_id = (int) (int32) pg_atomic_read_u32(&snowflake_shared->worker);
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);

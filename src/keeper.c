@@ -35,7 +35,7 @@
 #include "identity.h"
 #include "settings.h"
 #include "snowflake.h"
-#include "state.h"
+#include "mark.h"
 #include "wal.h"
 
 PGDLLEXPORT void snowflake_keeper_main(Datum arg);

@@ -56,7 +56,7 @@
 #include "compat.h"
 #include "node.h"
 #include "settings.h"
-#include "state.h"
+#include "mark.h"
 #include "wal.h"
 
 /* how long a backend waits for the keeper's reservation before refusing */
@@ -100,25 +100,30 @@ tick_ceiling(const SnowflakeLayout *l, int64 tick)
 static bool
 usable(void)
 {
-	return snowflake_shared != NULL && node_shared->disabled == REASON_NONE;
+	return snowflake_shared != NULL && node_mark_readable();
 }
 
 /* The mark can be trusted: the keeper may reserve, a shutdown record. */
 static bool
 trusted(void)
 {
-	return usable() && node_shared->mark_trouble == REASON_NONE &&
-		node_shared->file_trouble != REASON_STATE_UNREADABLE;
+	return snowflake_shared != NULL && node_mark_trusted();
+}
+
+/* Recovery's floor is still to be applied: calls wait for the keeper. */
+static bool
+floor_pending(void)
+{
+	return node_found(CHECK_FLOOR) != REASON_NONE;
 }
 
 /* The state is beyond the layout in force: what ID, for the message. */
 static void
 beyond_layout(int64 id, const char *layout)
 {
-	node_shared->mark_trouble = REASON_STATE_BEYOND_LAYOUT;
 	node_shared->trouble_id = id;
 	strlcpy(node_shared->trouble_layout, layout, NAMEDATALEN);
-	node_publish();
+	node_find(CHECK_MARK, REASON_STATE_BEYOND_LAYOUT);
 }
 
 /*
@@ -137,7 +142,7 @@ set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 	r->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(r->layout, old_layout ? snowflake_shared->prev_layout : l->name, sizeof(r->layout));
 	r->flags &= ~(RECORD_FLOOR_PENDING | RECORD_LEGACY_GONE);
-	if (node_shared->floor_pending)
+	if (floor_pending())
 		r->flags |= RECORD_FLOOR_PENDING;
 	if (snowflake_shared->legacy_state == LEGACY_GONE)
 		r->flags |= RECORD_LEGACY_GONE;
@@ -169,20 +174,19 @@ load_mark(const SnowflakeLayout *l)
 {
 	const NodeRecord *m = &node_shared->rec;
 
-	if (node_shared->mark_trouble != REASON_NONE ||
-		node_shared->file_trouble == REASON_STATE_UNREADABLE || m->mark_id == 0)
+	if (!trusted() || m->mark_id == 0)
 		return;
 	if (memchr(m->layout, '\0', sizeof(m->layout)) == NULL || m->layout[0] == '\0' ||
 		m->mark_id < 0 || m->seen_unix_ms < 0 || m->seen_unix_ms > LAYOUT_MAX_UNIX_MS)
 	{
-		node_shared->mark_trouble = REASON_STATE_DAMAGED;
+		node_find(CHECK_MARK, REASON_STATE_DAMAGED);
 		ereport(WARNING,
 				(errmsg("snowflake state file \"%s\" is damaged: it holds values no snowflake layout can have made",
 						SNOWFLAKE_STATE_FILE)));
 		return;
 	}
 	if (m->flags & RECORD_FLOOR_PENDING)
-		node_shared->floor_pending = true;
+		node_find(CHECK_FLOOR, REASON_FLOOR_PENDING);
 	if (m->flags & RECORD_LEGACY_GONE)
 		snowflake_shared->legacy_state = LEGACY_GONE;
 	if (strcmp(m->layout, l->name) != 0)
@@ -209,10 +213,11 @@ load_mark(const SnowflakeLayout *l)
 
 /*
  * Called by the postmaster with AddinShmemInitLock held, after node.c and
- * identity.c have read the record.
+ * identity.c have read the record.  recovered: the start found recovery
+ * under way or to come (identity.c looked).
  */
 void
-mark_shmem_init(void)
+mark_shmem_init(bool recovered)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	GeneratorShared *s;
@@ -249,33 +254,27 @@ mark_shmem_init(void)
 		pg_atomic_init_u64(&s->slots[i].c.refused, 0);
 	}
 
-	if (node_shared->disabled == REASON_SETTINGS_REJECTED)
-		ereport(WARNING,
-				(errmsg("snowflake cannot generate IDs: %s", settings_problem()),
-				 errdetail("Every snowflake generator of this server refuses until the configuration is fixed and the server restarted; the reservations it replays are kept in \"%s\".",
-						   SNOWFLAKE_STATE_FILE)));
-	else if (usable())
+	if (usable())
 	{
-		bool		crc_ok = false;
-		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
-
 		/*
 		 * The floor is pending after recovery and without a mark; until
 		 * the keeper has applied it, a restart must do it again, even
 		 * after a clean shutdown: the evidence of recovery (signal files,
 		 * pg_control's state) is gone by then.
 		 */
-		node_shared->floor_pending = !crc_ok || cf->state != DB_SHUTDOWNED ||
-			access("standby.signal", F_OK) == 0 ||
-			access("recovery.signal", F_OK) == 0 ||
-			access("backup_label", F_OK) == 0 ||
-			node_shared->rec.mark_id == 0;
-		pfree(cf);
+		node_find(CHECK_FLOOR, recovered || node_shared->rec.mark_id == 0 ?
+				  REASON_FLOOR_PENDING : REASON_NONE);
 		load_mark(l);
 		s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 		if (trusted())
 			set_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), &node_shared->rec);
-		if (snowflake_worker_id == WORKER_ID_UNSET)
+		if (settings_worker_rejected())
+			ereport(WARNING,
+					(errmsg("snowflake.worker_id = '%s' was rejected: this server generates no snowflake IDs",
+							settings_worker_rejected()),
+					 errhint("Set snowflake.worker_id in postgresql.conf to a worker id from 0 to " INT64_FORMAT " and reload.",
+							 layout_max_worker(l))));
+		else if (snowflake_worker_id == WORKER_ID_UNSET)
 			ereport(WARNING,
 					(errmsg("snowflake.worker_id is not set: this server generates no snowflake IDs"),
 					 errhint("Give every node a worker id of its own in postgresql.conf and reload.")));
@@ -284,7 +283,7 @@ mark_shmem_init(void)
 					(errmsg("snowflake: worker id %d, layout \"%s\", IDs continue above " INT64_FORMAT "%s",
 							snowflake_worker_id, l->name,
 							(int64) pg_atomic_read_u64(&s->last_id),
-							node_shared->floor_pending ? " and above what recovery finds" : "")));
+							floor_pending() ? " and above what recovery finds" : "")));
 	}
 	s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
 
@@ -329,14 +328,14 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 	const SnowflakeLayout *l = snowflake_layout;
 	NodeRecord	next;
 
-	if (snowflake_shared == NULL || node_shared->disabled == REASON_BINARY_UPGRADE)
+	if (snowflake_shared == NULL || node_found(CHECK_CONFIG) == REASON_BINARY_UPGRADE)
 		return;
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	next = node_shared->rec;
 	if (!usable())
 	{
-		if (mark > next.mark_id && node_shared->mark_trouble == REASON_NONE &&
-			node_shared->file_trouble != REASON_STATE_UNREADABLE)
+		if (mark > next.mark_id && node_found(CHECK_MARK) == REASON_NONE &&
+			node_found(CHECK_FILE) != REASON_STATE_UNREADABLE)
 		{
 			next.lead_ms = lead_ms;
 			next.mark_id = mark;
@@ -372,12 +371,27 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 	LWLockRelease(node_shared->lock);
 }
 
-/* Refuse for why the mark cannot be trusted. */
+/* Refuse for why the mark cannot be trusted: the node's verdict. */
 static void
 refuse_mark(void)
 {
-	node_refuse_state(node_shared->file_trouble == REASON_STATE_UNREADABLE ?
-					  REASON_STATE_UNREADABLE : node_shared->mark_trouble);
+	NodeReason	r;
+
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	r = node_verdict(&node_shared->rec);
+	LWLockRelease(node_shared->lock);
+	node_refuse_state(r);
+}
+
+/* What the keeper could not do for the calls, or REASON_NONE once it did. */
+static void
+keeper_trouble(NodeReason r)
+{
+	if (node_found(CHECK_KEEPER) == r)
+		return;
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	node_find(CHECK_KEEPER, r);
+	LWLockRelease(node_shared->lock);
 }
 
 /*
@@ -407,14 +421,16 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 			ConditionVariableCancelSleep();
 			refuse_mark();
 		}
-		if (!node_shared->floor_pending &&
+		if (!floor_pending() &&
 			(uint64) id <= pg_atomic_read_u64(&snowflake_shared->reserved))
 			break;
 		if (clock_monotonic_us() > deadline)
 		{
 			ConditionVariableCancelSleep();
-			node_refuse(snowflake_shared->origin_failed ?
-						REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE, NULL);
+			/* until the keeper renews, the status view says so */
+			keeper_trouble(snowflake_shared->origin_failed ?
+						   REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE);
+			refuse_mark();
 		}
 		if (snowflake_shared->keeper_latch)
 			SetLatch(snowflake_shared->keeper_latch);
@@ -489,17 +505,18 @@ mark_keeper_start(bool legacy_failed)
 	if (!usable())
 		return;
 	snowflake_shared->keeper_latch = MyLatch;
-	if (!node_shared->floor_pending)
+	if (!floor_pending())
 		return;
 
 	if (trusted() && snowflake_shared->legacy_state == LEGACY_UNKNOWN)
 	{
 		snowflake_shared->origin_failed = legacy_failed;
+		keeper_trouble(legacy_failed ? REASON_KEEPER_ORIGIN : REASON_NONE);
 		return;
 	}
 
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-	if (node_shared->floor_pending && trusted())
+	if (floor_pending() && trusted())
 	{
 		int64		mark;
 
@@ -507,16 +524,16 @@ mark_keeper_start(bool legacy_failed)
 			(void) apply_floor(l, snowflake_shared->legacy_mark, l->name);
 		snowflake_shared->origin_failed = false;
 		/* durable, and no longer pending, before anything is issued above */
-		node_shared->floor_pending = false;
+		node_find(CHECK_FLOOR, REASON_NONE);
 		mark = Max(1, (int64) pg_atomic_read_u64(&snowflake_shared->last_id));
 		if (trusted() && write_mark(l, mark, WARNING, false))
 		{
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) mark);
+			node_find(CHECK_KEEPER, REASON_NONE);
 		}
 		else
-			node_shared->floor_pending = true;
-		node_publish();
+			node_find(CHECK_FLOOR, REASON_FLOOR_PENDING);
 	}
 	LWLockRelease(node_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
@@ -537,8 +554,13 @@ mark_keep_ahead(void)
 	int64		tick;
 	int64		mark;
 
-	if (!trusted() || node_shared->floor_pending)
+	if (!trusted() || floor_pending())
 		return;
+	/* a reservation covers every ID asked for: calls get theirs again */
+	if (node_found(CHECK_KEEPER) == REASON_KEEPER_LATE &&
+		pg_atomic_read_u64(&snowflake_shared->reserved) >=
+		pg_atomic_read_u64(&snowflake_shared->requested))
+		keeper_trouble(REASON_NONE);
 	w = window_ticks(l);
 	if (snowflake_shared->legacy_state == LEGACY_PRESENT)
 	{
@@ -575,10 +597,18 @@ mark_keep_ahead(void)
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) mark);
 			pg_atomic_write_u64(&snowflake_shared->extend_at,
 								(uint64) tick_ceiling(l, tick + w / 2));
+			node_find(CHECK_KEEPER, REASON_NONE);
 		}
 	}
 	LWLockRelease(node_shared->lock);
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
+}
+
+/* The last ID the node issued, or the floor it resumed from. */
+int64
+mark_last_id(void)
+{
+	return (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 }
 
 /* The keeper is going away: backends must not wake a latch that is gone. */
@@ -599,7 +629,9 @@ mark_publish_worker(int worker)
 {
 	if (!usable())
 		return;
-	pg_atomic_write_u32(&snowflake_shared->worker, (uint32) worker);
+	/* the word shares the hot cache line: written only when it changes */
+	if (pg_atomic_read_u32(&snowflake_shared->worker) != (uint32) worker)
+		pg_atomic_write_u32(&snowflake_shared->worker, (uint32) worker);
 }
 
 /*
@@ -627,7 +659,7 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	int64		reserved = 0;
 	int64		undo = snowflake_shared->undo_floor;
 
-	if (node_shared->file_trouble == REASON_STATE_UNREADABLE)
+	if (node_found(CHECK_FILE) == REASON_STATE_UNREADABLE)
 		refuse_mark();
 	if (above < 0 || above >= layout_max_id(l))
 		ereport(ERROR,
@@ -637,7 +669,7 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
 						   layout_max_id(l))));
 	/* a state beyond the layout is no floor a repair could go above */
-	if (node_shared->mark_trouble == REASON_STATE_BEYOND_LAYOUT)
+	if (node_found(CHECK_MARK) == REASON_STATE_BEYOND_LAYOUT)
 		refuse_mark();
 	switch (wal_legacy_mark(&legacy))
 	{
@@ -666,11 +698,11 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 		refuse_mark();
 	}
 	/* a reservation made before bounds IDs that backends may still issue */
-	if (node_shared->mark_trouble == REASON_NONE)
+	if (node_found(CHECK_MARK) == REASON_NONE)
 		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	if (lower)
 	{
-		if (undo <= 0 || node_shared->mark_trouble != REASON_NONE ||
+		if (undo <= 0 || node_found(CHECK_MARK) != REASON_NONE ||
 			last != snowflake_shared->resumed_from)
 		{
 			if (undo <= 0)
@@ -725,8 +757,8 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 void
 mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 {
-	NodeReason	trouble = node_shared->mark_trouble;
-	bool		pending = node_shared->floor_pending;
+	NodeReason	trouble = node_found(CHECK_MARK);
+	NodeReason	pending = node_found(CHECK_FLOOR);
 	int64		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	int64		extend_at = (int64) pg_atomic_read_u64(&snowflake_shared->extend_at);
 	uint64		before = (uint64) snowflake_shared->resumed_from;
@@ -757,13 +789,13 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 	}
 
 	/* the repair replaces a damaged file: it is written, not left alone */
-	node_shared->mark_trouble = REASON_NONE;
-	node_shared->floor_pending = false;
+	node_find(CHECK_MARK, REASON_NONE);
+	node_find(CHECK_FLOOR, REASON_NONE);
 	node_shared->state_writes = 0;
 	if (!node_save(next, node_part ? SAVE_BOTH : SAVE_STATE, WARNING))
 	{
-		node_shared->mark_trouble = trouble;
-		node_shared->floor_pending = pending;
+		node_find(CHECK_MARK, trouble);
+		node_find(CHECK_FLOOR, pending);
 		if (down)
 		{
 			/* nothing was issued meanwhile: every backend waited */
@@ -804,7 +836,7 @@ mark_shutdown(int code, Datum arg)
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last;
 
-	if (code != 0 || !trusted() || node_shared->floor_pending)
+	if (code != 0 || !trusted() || floor_pending())
 		return;
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 	if (last > snowflake_shared->resumed_from)

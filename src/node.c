@@ -1,73 +1,55 @@
 /*-------------------------------------------------------------------------
  *
  * node.c
- *	  What the node knows: its state and the reason for it, the one durable
- *	  record that holds them, and every refusal the node makes.
+ *	  What the node knows: its states and the reasons for them, the events
+ *	  that move it and the one table of its transitions, the durable record
+ *	  that holds it, what a start found beside the record, the one verdict
+ *	  a call and the status view share, and every refusal the node makes.
  *
- * The state, as snowflake_status shows it:
+ * The state of a node is the first that holds of its checks (NodeCheck, in
+ * this order): its configuration at start (disabled), a file it cannot
+ * read (held_file), its durable hold (held_copy, held_floor, held_claimed:
+ * the record), recovery (standby), its mark (broken), its worker id
+ * (disabled), its keeper (blocked, starting); then the generator judges a
+ * call's next ID against the clock (blocked).  node_verdict() is that
+ * order; the generator refuses for what it says, and snowflake_status
+ * shows it.
  *
- *	state			reasons								released by
- *	ready			-									(generates)
- *	held_copy		backup_label, recovery_signal,		a worker id of its own, or
- *					other_directory, other_system,		confirm_node() with a floor
- *					record_damaged
- *	held_floor		never_installed, new_as_standby,	confirm_node() with a floor
- *					upgraded
- *	held_claimed	claimed_elsewhere, worker_retired	a worker id of its own, or
- *														confirm_node() with a floor
- *	held_file		record_unreadable,					the file made readable and a
- *					state_unreadable					restart
- *	broken			state_damaged, state_beyond_layout	repair_state() (or the old
- *														layout back)
- *	starting		-									the keeper applies the floor
- *	disabled		settings_rejected, binary_upgrade	the settings fixed and a
- *														restart; pg_upgrade's end
- *
- * The first four are durable: the record keeps them, and only these
- * events change them (identity.c makes each change):
- *
- *	from			event								to
- *	any				start: backup_label, recovery.signal held_copy
- *					or another directory or system
- *					under the worker id recorded
- *	any				start: neither file, or pg_upgrade	held_floor
- *	held_floor		an install script ran (never_inst.)	ready
- *	ready			another system's claim of the		held_claimed
- *					worker id in force arrives, or a
- *					reload to a claimed one
- *	ready			promoted with the worker id its		held_claimed
- *					primary gave up (worker_retired)
- *	held_copy,		a reload to a worker id of its own	ready
- *	held_claimed	(not the copy's, not claimed, not
- *					given up)
- *	held_*			confirm_node() with a floor			ready
- *	any				(standby) its primary's record		the primary's
- *					replayed
- *
- * The others come from what the start found or what the mark says, and the
- * state shown is the first that holds: disabled, held_file, a durable hold,
- * broken, starting, ready.  So a copy whose state file is also damaged
- * shows held_copy, and once given a worker id of its own, broken.
+ * The durable hold moves only by the events of transitions[] below, which
+ * node_apply() applies to a record: what identity.c (the start, the worker
+ * id applied, replay), claims.c and confirm.c found is the event, and the
+ * table alone says what it does in each state.  The other checks are what
+ * was found (node_find()): by the start (the settings, the files, the
+ * mark), by the keeper, or by a call that waited for it.
  *
  * Every change of the record is made on a copy, made durable (node_save()),
  * and only then put in shared memory and published; a write that fails
  * changes nothing.  The record is written whole to snowflake.state, and to
  * snowflake.identity whenever the node's part changes, so that either file
- * alone keeps a hold.
+ * alone keeps a hold.  DESIGN.md's tables of states and events are this
+ * file's tables, which snowflake_node_model() lists and
+ * t/node_model_documented.pl compares with DESIGN.md.
  *
- * This file uses persist.c and the settings; identity.c, mark.c and the
- * generator use it.
+ * This file uses persist.c and the settings; identity.c, claims.c,
+ * confirm.c, mark.c, the generator and schemes.c use it.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
+#include "catalog/pg_type_d.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/shmem.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
 
 #include "node.h"
 #include "persist.h"
 #include "settings.h"
+
+PG_FUNCTION_INFO_V1(snowflake_node_model);
 
 NodeShared *node_shared = NULL;
 
@@ -92,7 +74,7 @@ typedef struct ReasonRow
 #define SF_SQLSTATE(n)	MAKE_SQLSTATE('5', '5', 'S', '0', n)
 
 #define COPY_MSG	"snowflake data directory is a copy of the node with worker id %s"
-#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped."
+#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from and that node stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped."
 #define FLOOR_MSG	"snowflake does not know which IDs were issued before this data directory"
 #define FILE_MSG	"could not read snowflake file \"%s\""
 #define FILE_DETAIL "It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."
@@ -102,13 +84,19 @@ typedef struct ReasonRow
 #define TICK_DETAIL "The next tick begins at %s, %s ms from now; a call waits at most 1000 ms for the clock."
 #define TICK_HINT	"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits."
 #define KEEPER_MSG	"snowflake reservation was not renewed within 5000 ms"
+#define SETTINGS_HINT "Fix it in postgresql.conf (the server log says why it was rejected) and restart the server."
+
 
 static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_NONE] = {NODE_READY},
 	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1'), COPY_MSG,
 		"The server was started from a base backup (backup_label) without standby.signal.", COPY_HINT},
 	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1'), COPY_MSG,
-		"The server was started with recovery.signal (a restore from an archive, or to a point in time) without standby.signal; its WAL may end before the last IDs the node issued.", COPY_HINT},
+		"The server was started with recovery.signal and without standby.signal (a restore from an archive, or to a point in time); its WAL may end before the last IDs the node issued.", COPY_HINT},
+	[REASON_RECOVERY_TARGET] = {NODE_HELD_COPY, "recovery_target", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started with standby.signal and a recovery target (a recovery_target* setting), as a point-in-time restore and pg_createsubscriber do: it stops at the target rather than follow its primary on, and its WAL may end before the last IDs the node issued.", COPY_HINT},
+	[REASON_ARCHIVE_STANDBY] = {NODE_HELD_COPY, "archive_standby", SF_SQLSTATE('1'), COPY_MSG,
+		"The server was started with standby.signal and without primary_conninfo: its WAL came from an archive alone, which may end before the last IDs the node issued.", COPY_HINT},
 	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1'), COPY_MSG,
 		"It is not the directory that last ran under this worker id: it was copied, or moved to another file system (then above => 0 confirms it).", COPY_HINT},
 	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1'), COPY_MSG,
@@ -116,11 +104,11 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1'), COPY_MSG,
 		"Its file snowflake.identity is damaged, so the node cannot tell whether this data directory is a copy.", COPY_HINT},
 	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2'), FLOOR_MSG,
-		"It has neither snowflake.state nor snowflake.identity, and CREATE EXTENSION did not run in it: its catalog came from another server, or its files were removed.",
-		"As a superuser, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the server that issued IDs under this worker id stopped, or above => its highest ID."},
+		"It has neither snowflake.state nor snowflake.identity, and no install script of the extension ran in this data directory (no replication origin \"" SNOWFLAKE_NODE_ORIGIN "\").",
+		"Give it a worker id of its own if its catalog came from a node that may still run; then, as a new node, CREATE EXTENSION snowflake in a database releases it. If it replaces a node that stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped instead."},
 	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2'), FLOOR_MSG,
-		"It started as a standby without snowflake.state, and its primary never logged which node it is: it did not preload the library while this server replayed its WAL.",
-		"As a superuser, run SELECT snowflake.snowflake_confirm_node(above => 0) if the primary issued no IDs, or above => its highest ID."},
+		"It started as a standby with neither snowflake.state nor snowflake.identity, and has replayed no record of which node its primary is (a primary running the library logs one as it starts and at every change).",
+		"If the primary runs the library, restart it: this standby learns from the record it logs then. If the primary is lost, run SELECT snowflake.snowflake_confirm_node(above => N) on this server once promoted, as a superuser, with N the highest ID the primary issued (0 if none)."},
 	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2'),
 		"snowflake does not know which IDs the cluster issued before pg_upgrade",
 		"pg_upgrade ran on this data directory and does not carry snowflake.state over; the old cluster's IDs may carry times ahead of this server's clock.",
@@ -144,55 +132,107 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4'), LAYOUT_MSG,
 		"The highest ID the node may have issued, %s, is beyond the largest ID of layout \"%s\".",
 		"Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID."},
-	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake setting \"%s\" was rejected at server start",
+		"Its value in the configuration, '%s', is not valid; PostgreSQL then leaves the setting at its default, which the node does not take for the value meant.",
+		SETTINGS_HINT},
+	[REASON_SETTING_UNKNOWN] = {NODE_DISABLED, "setting_unknown", ERRCODE_CONFIG_FILE_ERROR,
+		"\"%s\" is not a snowflake setting",
+		"The configuration names it; a misspelt name leaves the setting meant at its default, which the node does not take for it.",
+		"Correct or remove it in postgresql.conf and restart the server."},
+	[REASON_LAYOUT_REJECTED] = {NODE_DISABLED, "layout_rejected", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake.layout = '%s' was rejected at server start",
+		"No layout is in force: PostgreSQL leaves the setting at its default, which the node does not take for the layout meant.",
+		"Fix snowflake.layout in postgresql.conf (the server log lists the values it takes) and restart the server."},
+	[REASON_LAYOUT_UNUSABLE] = {NODE_DISABLED, "layout_unusable", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake layout \"%s\" cannot be used", "%s",
+		"Fix the snowflake.layout or snowflake.custom_* settings in postgresql.conf and restart the server."},
+	[REASON_WORKER_ID_REJECTED] = {NODE_DISABLED, "worker_id_rejected", ERRCODE_CONFIG_FILE_ERROR,
+		"snowflake.worker_id = '%s' was rejected",
+		"Worker ids run from 0 to %s in the \"%s\" layout; until a valid one is set, the node has none.",
+		"Set snowflake.worker_id in postgresql.conf to a worker id in that range, and reload."},
 	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 		"cannot generate snowflake IDs in binary-upgrade mode",
 		"pg_upgrade runs the server in this mode; the state file is left as it is.",
 		"Generate IDs once pg_upgrade has finished and the server runs normally."},
-	[REASON_NOT_PRELOADED] = {NODE_READY, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	[REASON_NOT_PRELOADED] = {NODE_DISABLED, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 		"snowflake must be loaded via \"shared_preload_libraries\"",
 		"The generator keeps its state in shared memory, which is set up at server start.",
 		"Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server."},
-	[REASON_SINGLE_USER] = {NODE_READY, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+	[REASON_SINGLE_USER] = {NODE_DISABLED, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 		"cannot generate snowflake IDs in single-user mode",
 		"Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode.",
 		"Start the server normally to generate IDs."},
-	[REASON_IN_RECOVERY] = {NODE_READY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
+	[REASON_IN_RECOVERY] = {NODE_STANDBY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
 		"cannot generate snowflake IDs during recovery",
 		"A standby shares the worker id of its primary; IDs it issued would collide.",
 		"Generate IDs on the primary, or promote this standby first."},
-	[REASON_NO_WORKER_ID] = {NODE_READY, "no_worker_id", SF_SQLSTATE('9'),
+	[REASON_NO_WORKER_ID] = {NODE_DISABLED, "no_worker_id", SF_SQLSTATE('9'),
 		"snowflake.worker_id is not set",
 		"Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.",
 		"Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload."},
-	[REASON_LAYOUT_BELOW] = {NODE_READY, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
+	[REASON_WORKER_ID_UNSET] = {NODE_DISABLED, "worker_id_unset", SF_SQLSTATE('9'),
+		"snowflake.worker_id is not set",
+		"This node ran as worker id %s (its own, or its primary's before a failover), and its configuration gives none now.",
+		"Set snowflake.worker_id = %s in postgresql.conf and reload, as this node's IDs carry it; only if another node runs under it now, choose one no other node uses."},
+	[REASON_UNCLAIMED] = {NODE_HELD_CLAIMED, "unclaimed", SF_SQLSTATE('3'),
+		"snowflake worker id %s is not claimed by this system",
+		"This system claimed worker ids in snowflake_workers (%s among them), and runs only under worker ids it claimed, so that no two systems issue IDs under one.",
+		"As a superuser, claim it with SELECT * FROM snowflake.snowflake_claim_worker() (in a mesh, snowflake-mesh claims it through the mesh), or go back to a worker id this system claimed and reload."},
+	[REASON_LAYOUT_BELOW] = {NODE_BLOCKED, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
 		"The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
 		"Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID."},
-	[REASON_CLOCK_BACK] = {NODE_READY, "clock_back", SF_SQLSTATE('5'),
+	[REASON_CLOCK_BACK] = {NODE_BLOCKED, "clock_back", SF_SQLSTATE('5'),
 		"system clock moved backwards by %s ms", CLOCK_DETAIL,
 		"\"snowflake.max_clock_backward_ms\" (%s ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of it; raise either to keep generating."},
-	[REASON_CLOCK_BACK_LONG] = {NODE_READY, "clock_back_long", SF_SQLSTATE('5'),
+	[REASON_CLOCK_BACK_LONG] = {NODE_BLOCKED, "clock_back_long", SF_SQLSTATE('5'),
 		"system clock moved backwards by %s ms", CLOCK_DETAIL,
 		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating (a call waits for the clock at most an hour)."},
-	[REASON_CLOCK_BACK_FAR] = {NODE_READY, "clock_back_far", SF_SQLSTATE('5'),
+	[REASON_CLOCK_BACK_FAR] = {NODE_BLOCKED, "clock_back_far", SF_SQLSTATE('5'),
 		"system clock moved backwards by %s ms", CLOCK_DETAIL,
 		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail."},
-	[REASON_AHEAD_OF_CLOCK] = {NODE_READY, "ahead_of_clock", SF_SQLSTATE('6'),
+	[REASON_AHEAD_OF_CLOCK] = {NODE_BLOCKED, "ahead_of_clock", SF_SQLSTATE('6'),
 		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
 		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating."},
-	[REASON_AHEAD_FAR] = {NODE_READY, "ahead_far", SF_SQLSTATE('6'),
+	[REASON_AHEAD_FAR] = {NODE_BLOCKED, "ahead_far", SF_SQLSTATE('6'),
 		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
 		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right."},
-	[REASON_TICK_USED_UP] = {NODE_READY, "tick_used_up", SF_SQLSTATE('7'),
+	[REASON_TICK_USED_UP] = {NODE_BLOCKED, "tick_used_up", SF_SQLSTATE('7'),
 		"snowflake layout \"%s\" has no ID left in the current tick", TICK_DETAIL, TICK_HINT},
-	[REASON_BLOCK_TOO_LARGE] = {NODE_READY, "block_too_large", SF_SQLSTATE('7'),
+	[REASON_BLOCK_TOO_LARGE] = {NODE_BLOCKED, "block_too_large", SF_SQLSTATE('7'),
 		"snowflake layout \"%s\" has fewer than %s IDs left in the current tick for a block", TICK_DETAIL, TICK_HINT},
-	[REASON_KEEPER_LATE] = {NODE_READY, "keeper_late", SF_SQLSTATE('8'), KEEPER_MSG,
+	[REASON_KEEPER_LATE] = {NODE_BLOCKED, "keeper_late", SF_SQLSTATE('8'), KEEPER_MSG,
 		"The background worker \"snowflake keeper\" makes every reservation durable, in snowflake.state and in WAL, before IDs may use it.",
 		"Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write snowflake.state or log in WAL."},
-	[REASON_KEEPER_ORIGIN] = {NODE_READY, "keeper_origin", SF_SQLSTATE('8'), KEEPER_MSG,
+	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8'), KEEPER_MSG,
 		"The floor after recovery needs replication origin \"snowflake_high_water_mark\", through which version 1.1 logged its reservations, and the worker that reads it failed.",
 		"The server log says why; the keeper starts that worker again after ten seconds."},
+	/* not a refusal: calls wait for the keeper */
+	[REASON_FLOOR_PENDING] = {NODE_STARTING, "floor_pending"},
+	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+		"system clock reads %s, before the epoch of the snowflake layout \"%s\"",
+		"IDs of this layout carry times from its epoch, %s, on.",
+		"Set the system clock right."},
+	[REASON_LAYOUT_ENDED] = {NODE_BLOCKED, "layout_ended", ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+		"snowflake layout \"%s\" has run out of time bits",
+		"Its last representable time is %s.",
+		"Move to a layout with a later end of life."},
+	[REASON_FILES_REMOVED] = {NODE_HELD_COPY, "files_removed", SF_SQLSTATE('1'),
+		"snowflake data directory may be a copy of the node with worker id %s",
+		"Its files snowflake.state and snowflake.identity are gone, and the extension ran here before (replication origin \"" SNOWFLAKE_NODE_ORIGIN "\"): it may be a copy of a server that still runs under worker id %s, and it cannot know how far that node's IDs went.",
+		"Give this server a worker id no other node uses in snowflake.worker_id and reload. Only if it is that node itself and no copy of it runs, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped."},
+	/* DecimalId's generator, not the node's: the view does not show them */
+	[REASON_DECIMAL_RANGE] = {NODE_READY, "decimal_range", ERRCODE_CONFIG_FILE_ERROR,
+		"DecimalId generator range is empty",
+		"snowflake.decimal_generator_min (%s) is above snowflake.decimal_generator_max (%s).",
+		"Fix them in postgresql.conf and restart the server."},
+	[REASON_DECIMAL_FILE] = {NODE_READY, "decimal_file", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"DecimalId state file \"%s\" cannot be used", "At server start %s.",
+		"Restore it from a backup, or raise snowflake.decimal_generator_min above every generator id this node took, remove the file, and restart the server."},
+	[REASON_DECIMAL_USED_UP] = {NODE_READY, "decimal_used_up", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+		"DecimalId generator has no generator id left",
+		"Every generator id from snowflake.decimal_generator_min to snowflake.decimal_generator_max (%s) was taken, or the next could not be recorded in \"%s\" (the server log says why).",
+		"Widen the range of snowflake.decimal_generator_min and snowflake.decimal_generator_max in postgresql.conf, or make the data directory writable, and restart the server."},
 };
 
 static const char *const state_names[] = {
@@ -204,6 +244,87 @@ static const char *const state_names[] = {
 	[NODE_BROKEN] = "broken",
 	[NODE_STARTING] = "starting",
 	[NODE_DISABLED] = "disabled",
+	[NODE_STANDBY] = "standby",
+	[NODE_BLOCKED] = "blocked",
+};
+
+/*
+ * The transitions of the durable hold.  A set of reasons stands for the
+ * states the event acts in (REASON_NONE: ready); the event leads to a
+ * state (or the one of the reason it found) and a reason: a fixed one, the
+ * one the event found (of that state), or the one a released copy was held
+ * for.  An event in a state no row names changes nothing.
+ */
+#define R(r)		(UINT64CONST(1) << (r))
+#define READY		R(REASON_NONE)
+#define COPY		(R(REASON_BACKUP_LABEL) | R(REASON_RECOVERY_SIGNAL) | \
+					 R(REASON_OTHER_DIRECTORY) | R(REASON_OTHER_SYSTEM) | \
+					 R(REASON_RECORD_DAMAGED) | R(REASON_FILES_REMOVED) | \
+					 R(REASON_RECOVERY_TARGET) | R(REASON_ARCHIVE_STANDBY))
+#define FLOOR		(R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY) | \
+					 R(REASON_UPGRADED))
+#define CLAIMED		(R(REASON_CLAIMED_ELSEWHERE) | R(REASON_WORKER_RETIRED) | \
+					 R(REASON_UNCLAIMED))
+#define ANY			(READY | COPY | FLOOR | CLAIMED)
+
+#define TO_FOUND		(-1)	/* the reason the event found (its state) */
+#define TO_COPY_REASON	(-2)	/* the reason the copy was held for */
+
+/* what a transition keeps beside the state */
+#define KEEP_COPY		0x1		/* its source's worker id and reason */
+#define FORGET_COPY		0x2		/* none: it is the node now */
+
+typedef struct Transition
+{
+	NodeEvent	event;
+	uint64		from;
+	int			to_state;		/* a NodeState, or TO_FOUND */
+	int			to;				/* a NodeReason, TO_FOUND or TO_COPY_REASON */
+	int			keep;
+} Transition;
+
+static const Transition transitions[] = {
+	/* a start: what the data directory shows */
+	{EV_START_COPY, READY, NODE_HELD_COPY, TO_FOUND},
+	{EV_START_NO_RECORD, ANY, NODE_HELD_FLOOR, TO_FOUND},
+	{EV_START_RECORD_DAMAGED, ANY, NODE_HELD_COPY, REASON_RECORD_DAMAGED},
+	/* a backend: the catalog shows the extension ran here before */
+	{EV_RAN_BEFORE, R(REASON_NEVER_INSTALLED), NODE_HELD_COPY, REASON_FILES_REMOVED},
+	/* what made it: an install script, pg_upgrade */
+	{EV_INSTALLED, R(REASON_NEVER_INSTALLED) | R(REASON_NEW_AS_STANDBY), NODE_READY, REASON_NONE},
+	{EV_UPGRADED, R(REASON_NEVER_INSTALLED), NODE_HELD_FLOOR, REASON_UPGRADED},
+	/* the worker id in force: at a reload, and whenever the record changes */
+	{EV_WORKER_SAME, CLAIMED, NODE_READY, REASON_NONE},
+	{EV_WORKER_OWN, COPY, NODE_READY, REASON_NONE, KEEP_COPY},
+	{EV_WORKER_OWN, CLAIMED, NODE_READY, REASON_NONE},
+	{EV_WORKER_SOURCE, READY | CLAIMED, NODE_HELD_COPY, TO_COPY_REASON},
+	{EV_WORKER_CLAIMED, COPY, NODE_HELD_CLAIMED, REASON_CLAIMED_ELSEWHERE, KEEP_COPY},
+	{EV_WORKER_CLAIMED, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_CLAIMED_ELSEWHERE},
+	{EV_WORKER_GIVEN_UP, COPY, NODE_HELD_CLAIMED, REASON_WORKER_RETIRED, KEEP_COPY},
+	{EV_WORKER_GIVEN_UP, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_WORKER_RETIRED},
+	{EV_WORKER_UNCLAIMED, COPY, NODE_HELD_CLAIMED, REASON_UNCLAIMED, KEEP_COPY},
+	{EV_WORKER_UNCLAIMED, READY | CLAIMED, NODE_HELD_CLAIMED, REASON_UNCLAIMED},
+	/* the operator: a floor, committed; a worker id given up stays so */
+	{EV_CONFIRMED, ANY & ~R(REASON_WORKER_RETIRED), NODE_READY, REASON_NONE, FORGET_COPY},
+	/* a standby: its primary's record */
+	{EV_REPLAYED, ANY, TO_FOUND, TO_FOUND},
+};
+
+static const char *const event_names[] = {
+	[EV_START_COPY] = "start_copy",
+	[EV_START_NO_RECORD] = "start_no_record",
+	[EV_START_RECORD_DAMAGED] = "start_record_damaged",
+	[EV_RAN_BEFORE] = "ran_before",
+	[EV_INSTALLED] = "installed",
+	[EV_UPGRADED] = "upgraded",
+	[EV_WORKER_SAME] = "worker_same",
+	[EV_WORKER_OWN] = "worker_own",
+	[EV_WORKER_SOURCE] = "worker_source",
+	[EV_WORKER_CLAIMED] = "worker_claimed",
+	[EV_WORKER_GIVEN_UP] = "worker_given_up",
+	[EV_WORKER_UNCLAIMED] = "worker_unclaimed",
+	[EV_CONFIRMED] = "confirmed",
+	[EV_REPLAYED] = "replayed",
 };
 
 const char *
@@ -224,6 +345,66 @@ node_reason_state(NodeReason r)
 	return r < NUM_REASONS ? reasons[r].state : NODE_READY;
 }
 
+/*
+ * Apply an event to a record: the one place the durable hold changes.
+ * found: the reason the event found (a sign of a copy, the primary's).
+ * Returns whether a row of the table applied.
+ */
+bool
+node_apply(NodeRecord *r, NodeEvent ev, NodeReason found)
+{
+	for (int i = 0; i < (int) lengthof(transitions); i++)
+	{
+		const Transition *t = &transitions[i];
+		NodeReason	to;
+
+		if (t->event != ev || !(t->from & R(r->reason)))
+			continue;
+		to = t->to == TO_FOUND ? found :
+			t->to == TO_COPY_REASON ? (NodeReason) r->copy_reason : (NodeReason) t->to;
+		/* a durable state is kept, the one the row says, and a copy's reason */
+		if (to >= NUM_REASONS || !(ANY & R(to)) ||
+			(t->to_state != TO_FOUND && reasons[to].state != (NodeState) t->to_state) ||
+			(t->to == TO_COPY_REASON && !(r->flags & RECORD_COPY_OF)))
+			return false;
+		if (t->keep & KEEP_COPY)
+		{
+			r->copy_of = r->worker;
+			r->copy_reason = r->reason;
+			r->flags |= RECORD_COPY_OF;
+		}
+		if (t->keep & FORGET_COPY)
+		{
+			r->flags &= ~RECORD_COPY_OF;
+			r->other_system = 0;
+		}
+		r->state = (uint8) reasons[to].state;
+		r->reason = (uint8) to;
+		return true;
+	}
+	return false;
+}
+
+/* Whether an event would change a record: a row of the table acts in it. */
+bool
+node_acts(const NodeRecord *r, NodeEvent ev)
+{
+	NodeRecord	copy = *r;
+
+	return node_apply(&copy, ev, REASON_NONE);
+}
+
+/*
+ * Whether the record names the worker id in force (ready, held back for
+ * another reason than what its worker id is), rather than the one it is
+ * held under: a copy's source's, or the primary's a standby gave up.
+ */
+bool
+node_follows_worker(const NodeRecord *r)
+{
+	return !(R(r->reason) & (COPY | R(REASON_WORKER_RETIRED)));
+}
+
 Size
 node_shmem_size(void)
 {
@@ -242,40 +423,309 @@ node_shmem_init(void)
 	memset(node_shared, 0, sizeof(NodeShared));
 	node_shared->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
 	pg_atomic_init_u32(&node_shared->published, NODE_STARTING);
+	pg_atomic_init_u32(&node_shared->configured, (uint32) WORKER_ID_UNSET);
 }
 
 /*
- * The state the node is in, and why: the first of these that holds.  With
- * the lock held, or in the postmaster.
+ * What was found for a check (the start, the keeper, a call), or NONE now.
+ * With the lock held, or in the postmaster at start.
  */
-NodeState
-node_state(NodeReason *reason)
+void
+node_find(NodeCheck check, NodeReason r)
 {
-	NodeShared *n = node_shared;
-	NodeReason	r = REASON_NONE;
-
-	if (n->disabled != REASON_NONE)
-		r = n->disabled;
-	else if (n->file_trouble != REASON_NONE)
-		r = n->file_trouble;
-	else if (n->rec.state != NODE_READY)
-		r = (NodeReason) n->rec.reason;
-	else if (n->mark_trouble != REASON_NONE)
-		r = n->mark_trouble;
-	*reason = r;
-	if (r != REASON_NONE)
-		return reasons[r].state;
-	return n->floor_pending ? NODE_STARTING : NODE_READY;
+	Assert(check != CHECK_HOLD && check != CHECK_RECOVERY && check != CHECK_WORKER);
+	node_shared->found[check] = r;
+	node_publish();
 }
 
-/* Publish the state for readers without the lock. */
+NodeReason
+node_found(NodeCheck check)
+{
+	return node_shared->found[check];
+}
+
+/*
+ * What the settings read at server start found, as a reason the node
+ * refuses for (REASON_NONE: nothing); also without shared memory, where
+ * the decoding functions follow the configured layout.
+ */
+NodeReason
+node_settings_reason(void)
+{
+	switch (settings_found()->trouble)
+	{
+		case SETTINGS_OK:
+			break;
+		case SETTINGS_REJECTED:
+			return REASON_SETTINGS_REJECTED;
+		case SETTINGS_UNKNOWN:
+			return REASON_SETTING_UNKNOWN;
+		case SETTINGS_LAYOUT_REJECTED:
+			return REASON_LAYOUT_REJECTED;
+		case SETTINGS_LAYOUT_UNUSABLE:
+			return REASON_LAYOUT_UNUSABLE;
+	}
+	return REASON_NONE;
+}
+
+/* The worker id the configuration gives now, or WORKER_ID_UNSET. */
+int
+node_configured_worker(void)
+{
+	int			w = (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+
+	return w == WORKER_ID_REJECTED ? WORKER_ID_UNSET : w;
+}
+
+/*
+ * Whether a call of this process may generate now, and if not, why: the
+ * reason of the first check before upto that holds (rec: the record, with
+ * the worker id configured now applied).  REASON_FLOOR_PENDING: calls wait
+ * for recovery's floor, then generate.  The one place that decides it: the
+ * generator refuses for it (and then for the clock's verdict of the call,
+ * generator.c), the status view shows it, and a step that mends one check
+ * (the repair mends the mark) asks only those before it.  With the lock
+ * held (shared suffices), or in the postmaster for the checks before
+ * recovery.
+ */
+NodeReason
+node_verdict_before(const NodeRecord *rec, NodeCheck upto)
+{
+	NodeShared *n = node_shared;
+
+	if (n == NULL)
+		return REASON_NOT_PRELOADED;
+	for (NodeCheck c = CHECK_CONFIG; c < upto; c++)
+	{
+		NodeReason	r = n->found[c];
+
+		if (c == CHECK_CONFIG && r == REASON_NONE && !IsPostmasterEnvironment)
+			r = REASON_SINGLE_USER;
+		else if (c == CHECK_HOLD)
+			r = (NodeReason) rec->reason;
+		else if (c == CHECK_RECOVERY)
+			r = IsUnderPostmaster && RecoveryInProgress() ? REASON_IN_RECOVERY : REASON_NONE;
+		else if (c == CHECK_WORKER)
+		{
+			int			w = (int) (int32) pg_atomic_read_u32(&n->configured);
+
+			r = w == WORKER_ID_REJECTED ? REASON_WORKER_ID_REJECTED :
+				w != WORKER_ID_UNSET ? REASON_NONE :
+				rec->worker != WORKER_ID_UNSET ? REASON_WORKER_ID_UNSET : REASON_NO_WORKER_ID;
+		}
+		if (r != REASON_NONE)
+			return r;
+	}
+	return REASON_NONE;
+}
+
+NodeReason
+node_verdict(const NodeRecord *rec)
+{
+	return node_verdict_before(rec, CHECK_ALL);
+}
+
+/* Whether a call meets a refusal for reason r (not: it generates, or waits). */
+bool
+node_refuses(NodeReason r)
+{
+	return r != REASON_NONE && r != REASON_FLOOR_PENDING;
+}
+
+/* The settings let the mark be read, replayed and written. */
+bool
+node_mark_readable(void)
+{
+	return node_shared != NULL && node_shared->found[CHECK_CONFIG] == REASON_NONE;
+}
+
+/* ... and the mark can be trusted: the keeper may reserve above it. */
+bool
+node_mark_trusted(void)
+{
+	return node_mark_readable() && node_shared->found[CHECK_MARK] == REASON_NONE &&
+		node_shared->found[CHECK_FILE] != REASON_STATE_UNREADABLE;
+}
+
+/*
+ * Publish the state for readers without the lock (the postmaster at a
+ * reload): the node's state before recovery, and whether those checks let
+ * its worker id be published.
+ */
 void
 node_publish(void)
 {
-	NodeReason	r;
-	NodeState	s = node_state(&r);
+	NodeReason	r = node_verdict_before(&node_shared->rec, CHECK_RECOVERY);
 
-	pg_atomic_write_u32(&node_shared->published, (uint32) s | ((uint32) r << 8));
+	pg_atomic_write_u32(&node_shared->published,
+						(uint32) reasons[r].state | ((uint32) r << 8) |
+						(r == REASON_NONE ? PUBLISH_WORKER : 0));
+}
+
+/* As published: the node's own checks let its worker id be published. */
+bool
+node_publishes_worker(void)
+{
+	return (pg_atomic_read_u32(&node_shared->published) & PUBLISH_WORKER) != 0;
+}
+
+/* Did another system claim this worker id? */
+bool
+node_claimed(const NodeRecord *r, int worker)
+{
+	if (worker < 0)
+		return false;
+	if (worker < CLAIM_BITS)
+		return (r->claimed[worker / 8] & (1 << (worker % 8))) != 0;
+	for (uint32 i = 0; i < Min(r->nhigh, CLAIM_HIGH); i++)
+		if (r->high[i] == worker)
+			return true;
+	/* more such claims arrived than were kept: it may be among them */
+	return r->nhigh > CLAIM_HIGH;
+}
+
+void
+node_add_claim(NodeRecord *r, int worker)
+{
+	if (worker < 0 || node_claimed(r, worker))
+		return;
+	if (worker < CLAIM_BITS)
+		r->claimed[worker / 8] |= (uint8) (1 << (worker % 8));
+	else
+	{
+		if (r->nhigh < CLAIM_HIGH)
+			r->high[r->nhigh] = worker;
+		r->nhigh++;
+	}
+}
+
+void
+node_drop_claim(NodeRecord *r, int worker)
+{
+	if (worker < 0)
+		return;
+	if (worker < CLAIM_BITS)
+		r->claimed[worker / 8] &= (uint8) ~(1 << (worker % 8));
+	else
+		for (uint32 i = 0; i < Min(r->nhigh, CLAIM_HIGH); i++)
+			if (r->high[i] == worker)
+				r->high[i] = -1;
+}
+
+/* Is the worker id in a list the record keeps of them, the latest first? */
+static bool
+listed(const int32 *list, uint32 n, uint32 max, int worker)
+{
+	for (uint32 i = 0; i < Min(n, max); i++)
+		if (list[i] == worker)
+			return true;
+	return false;
+}
+
+/*
+ * Such a list with first (unless none) first and drop left out, the
+ * oldest let go past max; returns its length.
+ */
+static uint32
+put_first(int32 *list, uint32 n, uint32 max, int first, int drop)
+{
+	int32		keep[Max(OWN_MAX, RETIRED_MAX)];
+	uint32		k = 0;
+
+	if (first != WORKER_ID_UNSET)
+		keep[k++] = first;
+	for (uint32 i = 0; i < Min(n, max) && k < max; i++)
+		if (list[i] != first && list[i] != drop)
+			keep[k++] = list[i];
+	memcpy(list, keep, k * sizeof(int32));
+	return k;
+}
+
+/* Did this system claim the worker id (as far as the record keeps)? */
+bool
+node_own_claimed(const NodeRecord *r, int worker)
+{
+	return listed(r->own, r->nown, OWN_MAX, worker);
+}
+
+/* This system claimed the worker id: kept first, the oldest let go. */
+void
+node_add_own_claim(NodeRecord *r, int worker)
+{
+	r->nown = put_first(r->own, r->nown, OWN_MAX, worker, worker);
+}
+
+/* A claim of this system taken back (its commit failed). */
+void
+node_drop_own_claim(NodeRecord *r, int worker)
+{
+	r->nown = put_first(r->own, r->nown, OWN_MAX, WORKER_ID_UNSET, worker);
+}
+
+/* Did this node give the worker id up for another? */
+bool
+node_retired(const NodeRecord *r, int worker)
+{
+	return listed(r->retired, r->nretired, RETIRED_MAX, worker);
+}
+
+/* The node moves from its worker id to worker: the old one is given up. */
+void
+node_move_worker(NodeRecord *r, int worker)
+{
+	r->flags &= ~RECORD_WORKER_REPLAYED;
+	if (r->worker == worker)
+		return;
+	r->nretired = (uint16) put_first(r->retired, r->nretired, RETIRED_MAX, r->worker, worker);
+	r->worker = worker;
+}
+
+/*
+ * Read the record from the files in dir (NULL: this data directory): the
+ * node's part from the file that changed it last, the mark from
+ * snowflake.state.  *found: either held the node's part.  *sres, *ires:
+ * what reading each file gave, for the caller to judge.  Where one file
+ * says the node is held and the other not (a change whose second write
+ * failed, or a crash between the two), the hold: a release is made durable
+ * in both before it counts.
+ */
+void
+node_read(const char *dir, NodeRecord *rec, bool *found, uint64 *swrites,
+		  uint64 *iwrites, MarkResult *sres, MarkResult *ires)
+{
+	char		spath[MAXPGPATH];
+	char		ipath[MAXPGPATH];
+	NodeRecord	s;
+	NodeRecord	i;
+	const char *problem = NULL;
+	bool		snode;
+	bool		inode;
+
+	snprintf(spath, sizeof(spath), "%s%s%s", dir ? dir : "", dir ? "/" : "", SNOWFLAKE_STATE_FILE);
+	snprintf(ipath, sizeof(ipath), "%s%s%s", dir ? dir : "", dir ? "/" : "", SNOWFLAKE_IDENTITY_FILE);
+	*sres = persist_read_file(spath, &s, sizeof(s), swrites, &problem);
+	*ires = persist_read_file(ipath, &i, sizeof(i), iwrites, &problem);
+	snode = *sres == MARK_OK && (s.flags & RECORD_NODE);
+	inode = *ires == MARK_OK && (i.flags & RECORD_NODE);
+
+	memset(rec, 0, sizeof(*rec));
+	if (*sres == MARK_OK)
+		*rec = s;
+	else if (inode)
+	{
+		/*
+		 * The mark of the last change of the node: a bound from below, and
+		 * the floor is looked for as without a file, 1.1's origin too.
+		 */
+		*rec = i;
+		rec->flags = (rec->flags | RECORD_FLOOR_PENDING) & ~RECORD_LEGACY_GONE;
+	}
+	if (inode && (!snode ||
+				  ((s.state == NODE_READY) == (i.state == NODE_READY) ?
+				   i.changes > s.changes : i.state != NODE_READY)))
+		memcpy((char *) rec + NODE_PART, (char *) &i + NODE_PART,
+			   sizeof(*rec) - NODE_PART);
+	*found = snode || inode;
 }
 
 /*
@@ -284,7 +734,7 @@ node_publish(void)
  * changes, and the node's part counts a change), and only then put it in
  * shared memory and publish it.  A file the start could not read is never
  * written (it is left for the operator to look at), nor a damaged state
- * file but by a repair, which clears mark_trouble first; pg_upgrade's
+ * file but by a repair, which clears the mark's trouble first; pg_upgrade's
  * servers write nothing.  Returns false, having changed nothing, if a
  * write failed (reported at elevel).  With the lock held.
  */
@@ -294,11 +744,11 @@ node_save(const NodeRecord *next, int files, int elevel)
 	NodeShared *n = node_shared;
 	NodeRecord	rec = *next;
 
-	if (n->disabled == REASON_BINARY_UPGRADE)
+	if (n->found[CHECK_CONFIG] == REASON_BINARY_UPGRADE)
 		return false;
-	if (n->file_trouble == REASON_STATE_UNREADABLE || n->mark_trouble == REASON_STATE_DAMAGED)
+	if (n->found[CHECK_FILE] == REASON_STATE_UNREADABLE || n->found[CHECK_MARK] == REASON_STATE_DAMAGED)
 		files &= ~SAVE_STATE;
-	if (n->file_trouble == REASON_RECORD_UNREADABLE)
+	if (n->found[CHECK_FILE] == REASON_RECORD_UNREADABLE)
 		files &= ~SAVE_IDENTITY;
 	if (files & SAVE_IDENTITY)
 		rec.changes++;
@@ -328,8 +778,6 @@ node_refuse(NodeReason r, const RefuseArgs *a)
 
 	if (a == NULL)
 		a = &none;
-	if (r == REASON_SETTINGS_REJECTED)
-		settings_require_usable();
 	if (r <= REASON_NONE || r >= NUM_REASONS || row->msg == NULL)
 		elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
 	ereport(ERROR,
@@ -347,25 +795,44 @@ node_num(int64 v)
 }
 
 /*
- * Refuse for a reason of the node's state, naming what the record says:
- * the worker id it is held under (for worker_retired, the one given up
- * and the primary's), the file it cannot read, the layouts of a mark
- * beyond the layout in force.
+ * Refuse for a reason of the node's verdict, naming what was found: the
+ * worker id it is held under (for worker_retired, the one given up and the
+ * primary's), the file it cannot read, the layouts of a mark beyond the
+ * layout in force, the setting rejected.
  */
 void
 node_refuse_state(NodeReason r)
 {
 	NodeShared *n = node_shared;
-	const char *worker = node_num(n->rec.worker);
+	const SettingsFound *f = settings_found();
+	const char *worker = n == NULL ? NULL :
+		n->rec.worker == WORKER_ID_UNSET ? "(unknown)" : node_num(n->rec.worker);
 	const char *layout = snowflake_layout->name;
 	RefuseArgs	a = {{worker}};
 
-	if (r == REASON_WORKER_RETIRED)
+	if (r == REASON_SETTINGS_REJECTED)
+		a = (RefuseArgs) {{f->name}, {f->value}};
+	else if (r == REASON_SETTING_UNKNOWN)
+		a = (RefuseArgs) {{f->name}};
+	else if (r == REASON_LAYOUT_REJECTED)
+		a = (RefuseArgs) {{f->value}};
+	else if (r == REASON_LAYOUT_UNUSABLE)
+		a = (RefuseArgs) {{f->name}, {f->why}};
+	else if (r == REASON_WORKER_ID_REJECTED)
+		a = (RefuseArgs) {{settings_worker_rejected()},
+		{node_num(layout_max_worker(snowflake_layout)), layout}};
+	else if (r == REASON_WORKER_RETIRED)
 	{
-		const char *given_up = node_num((int32) pg_atomic_read_u32(&n->configured));
+		const char *given_up = node_num(node_configured_worker());
 
 		a = (RefuseArgs) {{given_up}, {given_up}, {worker}};
 	}
+	else if (r == REASON_FILES_REMOVED)
+		a.detail[0] = worker;
+	else if (r == REASON_WORKER_ID_UNSET)
+		a = (RefuseArgs) {{0}, {worker}, {worker}};
+	else if (r == REASON_UNCLAIMED)
+		a.detail[0] = n->rec.nown > 0 ? node_num(n->rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)
 		a.detail[0] = n->rec.other_system != 0 ?
 			psprintf(UINT64_FORMAT, n->rec.other_system) : "unknown";
@@ -377,4 +844,66 @@ node_refuse_state(NodeReason r)
 		a = (RefuseArgs) {{layout, n->trouble_layout}, {node_num(n->trouble_id), layout},
 		{n->trouble_layout}};
 	node_refuse(r, &a);
+}
+
+/* The names of the reasons in a set of them, for snowflake_node_model(). */
+static Datum
+reason_set(uint64 set)
+{
+	ArrayBuildState *astate = NULL;
+
+	for (int r = 0; r < NUM_REASONS; r++)
+		if (set & R(r))
+			astate = accumArrayResult(astate,
+									  CStringGetTextDatum(r == REASON_NONE ? "ready" : reasons[r].name),
+									  false, TEXTOID, CurrentMemoryContext);
+	return makeArrayResult(astate, CurrentMemoryContext);
+}
+
+/*
+ * snowflake_node_model(): this file's tables, one row per reason (kind
+ * 'reason': its state and SQLSTATE) and per transition (kind 'transition':
+ * the event, the reasons it acts in, the state and reason it leads to,
+ * 'found' and 'copy_reason' standing for what the event found and the
+ * reason a released copy was held for), so that a test compares them with
+ * DESIGN.md's.
+ */
+Datum
+snowflake_node_model(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int r = 1; r < NUM_REASONS; r++)
+	{
+		Datum		values[6] = {0};
+		bool		nulls[6] = {false, false, true, false, false, false};
+
+		values[0] = CStringGetTextDatum("reason");
+		values[1] = CStringGetTextDatum(reasons[r].name);
+		values[3] = CStringGetTextDatum(state_names[reasons[r].state]);
+		values[4] = CStringGetTextDatum(reasons[r].name);
+		nulls[5] = reasons[r].msg == NULL;
+		if (!nulls[5])
+			values[5] = CStringGetTextDatum(unpack_sql_state(reasons[r].sqlstate));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	for (int i = 0; i < (int) lengthof(transitions); i++)
+	{
+		const Transition *t = &transitions[i];
+		Datum		values[6] = {0};
+		bool		nulls[6] = {false, false, false, false, false, true};
+		const char *to = t->to == TO_FOUND ? "found" : t->to == TO_COPY_REASON ? "copy_reason" :
+			t->to == REASON_NONE ? NULL : reasons[t->to].name;
+
+		values[0] = CStringGetTextDatum("transition");
+		values[1] = CStringGetTextDatum(event_names[t->event]);
+		values[2] = reason_set(t->from);
+		values[3] = CStringGetTextDatum(t->to_state == TO_FOUND ? "found" : state_names[t->to_state]);
+		nulls[4] = to == NULL;
+		if (to != NULL)
+			values[4] = CStringGetTextDatum(to);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

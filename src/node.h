@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * node.h
- *	  What the node knows (node.c): its state and the reason for it, the
- *	  one durable record that holds them, the transitions between states,
- *	  and every refusal the node makes, from one table.
+ *	  What the node knows (node.c): its states and the reasons for them,
+ *	  the events that move it and the one table of its transitions, the
+ *	  durable record that holds it, what a start found beside the record,
+ *	  the one verdict a call and the status view share, and every refusal
+ *	  the node makes.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,11 +16,13 @@
 #include "storage/lwlock.h"
 
 #include "compat.h"
+#include "persist.h"
 
 /*
- * The node's state, as snowflake_status shows it.  The first four are
- * durable (the record keeps them across restarts); the others come from
- * what this start found and are worked out again at every start.
+ * The node's state, as snowflake_status shows it.  The held ones but
+ * held_file are durable (the record keeps them across restarts); the
+ * others come from what this start, this process or the clock found, and
+ * are worked out again each time.
  */
 typedef enum NodeState
 {
@@ -29,14 +33,17 @@ typedef enum NodeState
 	NODE_HELD_FILE,				/* a file of it cannot be read */
 	NODE_BROKEN,				/* its state file cannot be trusted */
 	NODE_STARTING,				/* recovery's floor is not applied yet */
-	NODE_DISABLED				/* settings rejected, or pg_upgrade running */
+	NODE_DISABLED,				/* its configuration does not let it generate */
+	NODE_STANDBY,				/* in recovery: generates once promoted */
+	NODE_BLOCKED				/* the clock, the layout or the keeper stop
+								 * calls now; no step but time, or the one
+								 * the hint names */
 } NodeState;
 
 /*
  * Why.  Each reason belongs to one state (node.c's table says which, with
- * its SQLSTATE and name); the refusals that are not states (the clock's,
- * a missing worker id) have reasons too, so that every refusal the node
- * makes comes from one place.
+ * its SQLSTATE, name and words); the durable ones are kept in the record
+ * by number, so new ones go at the end.
  */
 typedef enum NodeReason
 {
@@ -63,11 +70,13 @@ typedef enum NodeReason
 	/* NODE_DISABLED */
 	REASON_SETTINGS_REJECTED,
 	REASON_BINARY_UPGRADE,
-	/* refusals of one call, not states */
 	REASON_NOT_PRELOADED,
 	REASON_SINGLE_USER,
+	/* NODE_STANDBY */
 	REASON_IN_RECOVERY,
+	/* NODE_DISABLED */
 	REASON_NO_WORKER_ID,
+	/* NODE_BLOCKED */
 	REASON_LAYOUT_BELOW,
 	REASON_CLOCK_BACK,
 	REASON_CLOCK_BACK_LONG,
@@ -78,14 +87,64 @@ typedef enum NodeReason
 	REASON_BLOCK_TOO_LARGE,
 	REASON_KEEPER_LATE,
 	REASON_KEEPER_ORIGIN,
+	/* NODE_DISABLED */
+	REASON_SETTING_UNKNOWN,
+	REASON_LAYOUT_REJECTED,
+	REASON_LAYOUT_UNUSABLE,
+	REASON_WORKER_ID_REJECTED,
+	/* NODE_STARTING */
+	REASON_FLOOR_PENDING,
+	/* NODE_BLOCKED */
+	REASON_CLOCK_BEFORE_EPOCH,
+	REASON_LAYOUT_ENDED,
+	/* DecimalId's generator, not the node's */
+	REASON_DECIMAL_RANGE,
+	REASON_DECIMAL_FILE,
+	REASON_DECIMAL_USED_UP,
+	/* NODE_HELD_COPY */
+	REASON_FILES_REMOVED,
+	REASON_RECOVERY_TARGET,
+	REASON_ARCHIVE_STANDBY,
+	/* NODE_DISABLED */
+	REASON_WORKER_ID_UNSET,
+	/* NODE_HELD_CLAIMED */
+	REASON_UNCLAIMED,
 	NUM_REASONS
 } NodeReason;
+
+/*
+ * What moves the node's durable state: each event is what identity.c, its
+ * claims and its confirmation found, and node.c's table of transitions
+ * says what it does in each state.
+ */
+typedef enum NodeEvent
+{
+	EV_START_COPY,				/* start: a sign of a copy (the reason) */
+	EV_START_NO_RECORD,			/* start: neither file (the reason) */
+	EV_START_RECORD_DAMAGED,	/* start: snowflake.identity damaged, alone */
+	EV_RAN_BEFORE,				/* the extension ran here before: its mark in
+								 * the catalog */
+	EV_INSTALLED,				/* an install script ran here */
+	EV_UPGRADED,				/* pg_upgrade made this data directory */
+	EV_WORKER_SAME,				/* the worker id in force is the one it names */
+	EV_WORKER_OWN,				/* ... one it may use */
+	EV_WORKER_SOURCE,			/* ... its source's, after a copy's release */
+	EV_WORKER_CLAIMED,			/* ... one another system claimed */
+	EV_WORKER_GIVEN_UP,			/* ... (a standby's) one its primary gave up */
+	EV_WORKER_UNCLAIMED,		/* ... not one this system claimed, where it
+								 * claimed others */
+	EV_CONFIRMED,				/* snowflake_confirm_node(), committed */
+	EV_REPLAYED,				/* (a standby) its primary's record replayed */
+	NUM_EVENTS
+} NodeEvent;
 
 /* Worker ids other systems claimed: a bitmap below CLAIM_BITS, a list above */
 #define CLAIM_BITS		1024
 #define CLAIM_HIGH		32
 /* worker ids the node gave up, the latest first */
 #define RETIRED_MAX		8
+/* worker ids this system claimed, the latest first */
+#define OWN_MAX			6
 
 /*
  * The node's record, as $PGDATA/snowflake.state holds it (whole, at every
@@ -123,6 +182,9 @@ typedef struct NodeRecord
 								 * CLAIM_HIGH */
 	int32		high[CLAIM_HIGH];
 	uint8		claimed[CLAIM_BITS / 8];
+	uint32		nown;			/* claims this system made; 1.2's first
+								 * files: 0 */
+	int32		own[OWN_MAX];	/* the latest of them */
 } NodeRecord;
 
 /* the node started in recovery or without a file: apply the floor */
@@ -136,29 +198,63 @@ typedef struct NodeRecord
 /* released as a copy by a worker id of its own: copy_of is its source's */
 #define RECORD_COPY_OF			0x10
 
+/* the node's part of the record: what a standby takes from its primary */
+#define NODE_PART		offsetof(NodeRecord, system_identifier)
+
 #define SNOWFLAKE_STATE_FILE	"snowflake.state"
 #define SNOWFLAKE_IDENTITY_FILE	"snowflake.identity"
 
 /*
- * Shared memory: the record as the files hold it, under the one lock that
- * serializes every change of it and every write of the files.  The state
- * published is read without the lock (the postmaster takes none).
+ * The replication origin (a row of a shared catalog, no slot) the install
+ * scripts and a confirmation leave, so that a data directory whose files
+ * are gone still shows it ran the extension: copied with it, kept by DROP
+ * EXTENSION, seen from every database.
+ */
+#define SNOWFLAKE_NODE_ORIGIN	"snowflake_node"
+
+/*
+ * What node_verdict() asks, in its order; the state shown is the one of
+ * the first that holds, and a step that mends one asks only those before
+ * it.  The record holds CHECK_HOLD, this process CHECK_RECOVERY, the
+ * configuration CHECK_WORKER; the others are what was found (found[]).
+ */
+typedef enum NodeCheck
+{
+	CHECK_CONFIG,				/* the configuration read at start, pg_upgrade */
+	CHECK_FILE,					/* a file of the record it cannot read */
+	CHECK_HOLD,					/* the record's durable hold */
+	CHECK_RECOVERY,				/* this server is a standby */
+	CHECK_MARK,					/* the mark cannot be trusted */
+	CHECK_WORKER,				/* no worker id, or one rejected */
+	CHECK_KEEPER,				/* the keeper could not renew the reservation */
+	CHECK_FLOOR,				/* recovery's floor is not applied yet */
+	CHECK_ALL
+} NodeCheck;
+
+/*
+ * Shared memory: the record as the files hold it and what was found beside
+ * it, under the one lock that serializes every change of them and every
+ * write of the files.  The state published is read without the lock (the
+ * postmaster takes none).
  */
 typedef struct NodeShared
 {
 	LWLock	   *lock;
 	NodeRecord	rec;
+	NodeReason	found[CHECK_ALL];	/* by check; NONE: nothing found */
 	uint64		state_writes;	/* persist.c's counters of the two files */
 	uint64		identity_writes;
-	NodeReason	mark_trouble;	/* why the mark cannot be trusted, or NONE */
-	NodeReason	disabled;		/* settings rejected, binary upgrade, NONE */
-	NodeReason	file_trouble;	/* a file that could not be read, NONE */
-	bool		floor_pending;	/* recovery's floor not applied yet */
 	int64		trouble_id;		/* the ID beyond the layout, for the message */
 	char		trouble_layout[NAMEDATALEN];	/* the layout it was issued in */
-	pg_atomic_uint32 published; /* NodeState | NodeReason << 8 */
+	pg_atomic_uint32 published; /* NodeState | NodeReason << 8 | PUBLISH_* */
 	pg_atomic_uint32 configured;	/* snowflake.worker_id, as last read */
 } NodeShared;
+
+/* published: the node's own checks let its worker id be published */
+#define PUBLISH_WORKER	0x10000
+
+/* configured: the value of snowflake.worker_id was rejected at start */
+#define WORKER_ID_REJECTED	(-2)
 
 extern NodeShared *node_shared;
 
@@ -173,19 +269,47 @@ typedef struct RefuseArgs
 	const char *hint[2];
 } RefuseArgs;
 
-extern Size node_shmem_size(void);
-extern void node_shmem_init(void);
-extern const char *node_state_name(NodeState s);
-extern const char *node_reason_name(NodeReason r);
-extern NodeState node_reason_state(NodeReason r);
-extern NodeState node_state(NodeReason *reason);
-extern void node_publish(void);
 /* which files node_save() writes */
 #define SAVE_STATE		0x1
 #define SAVE_IDENTITY	0x2
 #define SAVE_BOTH		(SAVE_STATE | SAVE_IDENTITY)
 
+/* the node's model */
+extern Size node_shmem_size(void);
+extern void node_shmem_init(void);
+extern const char *node_state_name(NodeState s);
+extern const char *node_reason_name(NodeReason r);
+extern NodeState node_reason_state(NodeReason r);
+extern bool node_apply(NodeRecord *r, NodeEvent ev, NodeReason found);
+extern bool node_acts(const NodeRecord *r, NodeEvent ev);
+extern bool node_follows_worker(const NodeRecord *r);
+extern void node_find(NodeCheck check, NodeReason r);
+extern NodeReason node_found(NodeCheck check);
+extern NodeReason node_settings_reason(void);
+extern int	node_configured_worker(void);
+extern NodeReason node_verdict_before(const NodeRecord *rec, NodeCheck upto);
+extern NodeReason node_verdict(const NodeRecord *rec);
+extern bool node_refuses(NodeReason r);
+extern bool node_mark_readable(void);
+extern bool node_mark_trusted(void);
+extern void node_publish(void);
+extern bool node_publishes_worker(void);
+
+/* the record */
+extern void node_read(const char *dir, NodeRecord *rec, bool *found,
+					  uint64 *swrites, uint64 *iwrites, MarkResult *sres,
+					  MarkResult *ires);
 extern bool node_save(const NodeRecord *next, int files, int elevel);
+extern bool node_claimed(const NodeRecord *r, int worker);
+extern void node_add_claim(NodeRecord *r, int worker);
+extern void node_drop_claim(NodeRecord *r, int worker);
+extern bool node_own_claimed(const NodeRecord *r, int worker);
+extern void node_add_own_claim(NodeRecord *r, int worker);
+extern void node_drop_own_claim(NodeRecord *r, int worker);
+extern bool node_retired(const NodeRecord *r, int worker);
+extern void node_move_worker(NodeRecord *r, int worker);
+
+/* refusals */
 pg_noreturn extern void node_refuse(NodeReason r, const RefuseArgs *a);
 pg_noreturn extern void node_refuse_state(NodeReason r);
 extern const char *node_num(int64 v);

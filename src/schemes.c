@@ -28,6 +28,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/syscache.h"
 
+#include "node.h"
 #include "persist.h"
 #include "settings.h"
 #include "snowflake.h"
@@ -42,8 +43,8 @@ typedef struct DecimalShared
 	pg_atomic_uint64 word;		/* generator id and last counter: decimal_word() */
 	LWLock	   *lock;
 	uint64		writes;			/* counter of the file's newest record */
-	bool		usable;
-	char		problem[128];
+	NodeReason	refusal;		/* why it cannot generate (node.c's table) */
+	char		why[128];		/* what was wrong with its file */
 } DecimalShared;
 
 typedef struct DecimalFile
@@ -60,10 +61,10 @@ schemes_shmem_size(void)
 }
 
 static void
-decimal_unusable(const char *why)
+decimal_unusable(NodeReason r, const char *why)
 {
-	dec->usable = false;
-	strlcpy(dec->problem, why, sizeof(dec->problem));
+	dec->refusal = r;
+	strlcpy(dec->why, why ? why : "", sizeof(dec->why));
 }
 
 /*
@@ -101,17 +102,15 @@ schemes_shmem_init(void)
 		return;
 	pg_atomic_init_u64(&dec->word, 0);
 	dec->lock = &(GetNamedLWLockTranche("snowflake"))[1].lock;
-	dec->usable = true;
+	dec->refusal = REASON_NONE;
 	dec->writes = 0;
 
-	if (settings_problem() != NULL)
-	{
-		decimal_unusable(settings_problem());
+	/* the node's configuration refuses first (decimal_refuse()) */
+	if (node_settings_reason() != REASON_NONE)
 		return;
-	}
 	if (snowflake_decimal_generator_min > snowflake_decimal_generator_max)
 	{
-		decimal_unusable("snowflake.decimal_generator_min is above snowflake.decimal_generator_max");
+		decimal_unusable(REASON_DECIMAL_RANGE, NULL);
 		return;
 	}
 	switch (persist_read_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &dec->writes, &problem))
@@ -121,38 +120,56 @@ schemes_shmem_init(void)
 		case MARK_OK:
 			if (f.generator_id < 0 || f.generator_id > DECIMAL_FIELD_MAX)
 			{
-				decimal_unusable("the file \"" SNOWFLAKE_DECIMAL_FILE "\" holds an invalid generator id");
+				decimal_unusable(REASON_DECIMAL_FILE, "it held an invalid generator id");
 				return;
 			}
 			last = f.generator_id;
 			break;
 		case MARK_BROKEN:
 		case MARK_UNREADABLE:
-			decimal_unusable("the file \"" SNOWFLAKE_DECIMAL_FILE "\" cannot be used");
+			decimal_unusable(REASON_DECIMAL_FILE, problem);
 			ereport(WARNING,
-					(errmsg("DecimalId state file \"%s\" cannot be used: %s",
-							SNOWFLAKE_DECIMAL_FILE, problem)));
+					(errmsg("DecimalId state file \"%s\" cannot be used", SNOWFLAKE_DECIMAL_FILE),
+					 errdetail("At server start %s.", problem)));
 			return;
 	}
 	g = next_generator(last, LOG);
 	if (g < 0)
 	{
-		decimal_unusable("no generator id is left in this node's range, or it could not be recorded");
+		decimal_unusable(REASON_DECIMAL_USED_UP, NULL);
 		return;
 	}
 	pg_atomic_write_u64(&dec->word, decimal_word(g, 0));
 }
 
+/*
+ * Refuse unless DecimalId's generator may generate: the node's
+ * configuration first, as every generator's, then its own reason, both
+ * from node.c's table of refusals.
+ */
 static void
-decimal_refuse(void)
+decimal_require_ready(void)
 {
-	/* a setting the node cannot use: the same refusal as every generator's */
-	settings_require_usable();
-	ereport(ERROR,
-			(errcode(snowflake_decimal_generator_min > snowflake_decimal_generator_max ?
-					 ERRCODE_CONFIG_FILE_ERROR : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("DecimalId generator is not available: %s", dec->problem),
-			 errhint("Check snowflake.decimal_generator_min and snowflake.decimal_generator_max and the server log, then restart the server.")));
+	NodeReason	r;
+	const char *min = node_num(snowflake_decimal_generator_min);
+	const char *max = node_num(snowflake_decimal_generator_max);
+	RefuseArgs	a = {{0}};
+
+	if (dec == NULL)
+		node_refuse(REASON_NOT_PRELOADED, NULL);
+	if ((r = node_settings_reason()) != REASON_NONE)
+		node_refuse_state(r);
+	if (RecoveryInProgress())
+		node_refuse(REASON_IN_RECOVERY, NULL);
+	if (dec->refusal == REASON_NONE)
+		return;
+	if (dec->refusal == REASON_DECIMAL_RANGE)
+		a = (RefuseArgs) {{0}, {min, max}};
+	else if (dec->refusal == REASON_DECIMAL_FILE)
+		a = (RefuseArgs) {{SNOWFLAKE_DECIMAL_FILE}, {dec->why}};
+	else
+		a = (RefuseArgs) {{0}, {psprintf("%s to %s", min, max), SNOWFLAKE_DECIMAL_FILE}};
+	node_refuse(dec->refusal, &a);
 }
 
 /* The counter of generator g is used up: move to the next generator id. */
@@ -169,9 +186,9 @@ advance_generator(uint64 g)
 		next = next_generator((int64) g, ERROR);
 		if (next < 0)
 		{
-			decimal_unusable("every generator id of this node's range is used up");
+			decimal_unusable(REASON_DECIMAL_USED_UP, NULL);
 			LWLockRelease(dec->lock);
-			decimal_refuse();
+			decimal_require_ready();
 		}
 		/* others keep adding to the old word; this one wins or retries */
 		while (!pg_atomic_compare_exchange_u64(&dec->word, &cur, decimal_word(next, 0)))
@@ -186,24 +203,13 @@ advance_generator(uint64 g)
 Datum
 decimal_id_nextval(PG_FUNCTION_ARGS)
 {
-	if (dec == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake must be loaded via \"shared_preload_libraries\""),
-				 errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.")));
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot generate DecimalIds during recovery")));
-
 	for (;;)
 	{
 		uint64		w;
 		uint64		g;
 		int64		counter;
 
-		if (!dec->usable)
-			decimal_refuse();
+		decimal_require_ready();
 		w = pg_atomic_add_fetch_u64(&dec->word, 1);
 		g = decimal_word_generator(w);
 		counter = decimal_word_counter(w);

@@ -8,10 +8,12 @@
  * A Snowflake node that guesses is a node that collides, so the settings
  * fail closed.  A value that PostgreSQL rejects at server start would
  * otherwise leave the setting at its default with only a WARNING in the
- * log (that is how custom settings behave); here such a rejection, an
- * unknown snowflake.* name or an unusable custom layout disables every
- * generator of the node until the configuration is fixed, and an unset
- * worker id (the default) does the same until one is set.
+ * log (that is how custom settings behave); here each such rejection, an
+ * unknown snowflake.* name or an unusable custom layout is kept as what
+ * the start found (settings_found()), and node.c decides what it means:
+ * every generator refuses until the configuration is fixed.  A worker id
+ * rejected at start is kept apart (settings_worker_rejected()): it is
+ * fixed by a reload, as snowflake.worker_id is.
  *
  * This file knows layouts (layout.h) and the opaque key's hooks (text.h),
  * nothing else of the extension's.
@@ -53,8 +55,11 @@ static int	custom_tick_ms = 1;
 static bool custom_seq_above_worker = false;
 static char *custom_epoch = NULL;
 
-/* why the settings read at server start do not let the node generate */
-static char problem[512];
+/* what the settings read at server start found: the first trouble */
+static SettingsFound found;
+
+/* the text of snowflake.worker_id rejected at server start, or "" */
+static char worker_rejected[64];
 
 /* every setting of ours, for checking what the configuration gave them */
 static const char *const setting_names[] = {
@@ -74,21 +79,49 @@ static const char *const setting_names[] = {
 	"snowflake.opaque_key",
 };
 
+/* Keep the first trouble the start found: what it was, and what it named. */
 static void
-set_problem(const char *fmt, const char *a, const char *b)
+set_found(SettingsTrouble trouble, const char *name, const char *value,
+		  const char *why)
 {
-	if (problem[0] == '\0')
-		snprintf(problem, sizeof(problem), fmt, a, b);
+	if (found.trouble != SETTINGS_OK)
+		return;
+	found.trouble = trouble;
+	strlcpy(found.name, name ? name : "", sizeof(found.name));
+	strlcpy(found.value, value ? value : "", sizeof(found.value));
+	strlcpy(found.why, why ? why : "", sizeof(found.why));
 }
 
 /*
- * NULL when the settings read at server start let the node generate;
- * otherwise a sentence saying why not.
+ * What the settings read at server start found that the node cannot
+ * trust (trouble SETTINGS_OK: nothing).  The worker id is not among them:
+ * settings_worker_rejected().
  */
-const char *
-settings_problem(void)
+const SettingsFound *
+settings_found(void)
 {
-	return problem[0] ? problem : NULL;
+	return &found;
+}
+
+/* The text of snowflake.worker_id rejected at server start, or NULL. */
+const char *
+settings_worker_rejected(void)
+{
+	return worker_rejected[0] ? worker_rejected : NULL;
+}
+
+/*
+ * The layout in force, or NULL when none is: the configured one was
+ * rejected or cannot be built, and snowflake_layout is only the default
+ * the extension falls back on internally.
+ */
+const SnowflakeLayout *
+settings_layout_in_force(void)
+{
+	if (found.trouble == SETTINGS_LAYOUT_REJECTED ||
+		found.trouble == SETTINGS_LAYOUT_UNUSABLE)
+		return NULL;
+	return snowflake_layout;
 }
 
 /*
@@ -101,21 +134,9 @@ settings_max_lead_ms(void)
 	/* -1 runs ahead as far as the cap, no further */
 	if (snowflake_max_run_ahead_ms < 0)
 		return RUN_AHEAD_CAP_MS;
-	/* a call waits for the clock up to a second (state.h's window) */
+	/* a call waits for the clock up to a second (mark.h's window) */
 	return Max((int64) snowflake_max_run_ahead_ms,
 			   Max((int64) snowflake_max_clock_backward_ms, 1000));
-}
-
-/* Refuse to generate (or decode in the server's layout) when it is unusable. */
-void
-settings_require_usable(void)
-{
-	if (problem[0])
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
-				 errmsg("snowflake cannot generate IDs: %s", problem),
-				 errdetail("A setting the node cannot trust could make it issue IDs that another node issues too."),
-				 errhint("Fix the snowflake.* settings in postgresql.conf (the server log says what was rejected) and restart the server.")));
 }
 
 static void
@@ -127,7 +148,7 @@ build_custom_layout(void)
 							 custom_worker_bits, custom_seq_bits,
 							 custom_tick_ms, custom_seq_above_worker,
 							 custom_epoch, clock_unix_ms(), &why))
-		set_problem("snowflake.layout = custom is unusable: %s%s", why, "");
+		set_found(SETTINGS_LAYOUT_UNUSABLE, "custom", NULL, why);
 	snowflake_layout = &custom_layout;
 }
 
@@ -243,7 +264,11 @@ check_worker_id(int *newval, void **extra, GucSource source)
 static void
 assign_worker_id(int newval, void *extra)
 {
-	if (!IsUnderPostmaster && settings_worker_assigned)
+	if (IsUnderPostmaster)
+		return;
+	/* a valid one read: no longer rejected, also for a crash's restart */
+	worker_rejected[0] = '\0';
+	if (settings_worker_assigned)
 		settings_worker_assigned(newval);
 }
 
@@ -371,11 +396,12 @@ layout_from_placeholder(void)
 		if (layout_from_name(&zone, name, &why))
 			l = &zone;
 		else
-			set_problem("snowflake.layout = '%s' is unusable: %s", name, why);
+			set_found(SETTINGS_LAYOUT_UNUSABLE, name, NULL, why);
 	}
 	snowflake_layout = l ? l : layout_default();
 	if (name && pg_strcasecmp(name, "custom") == 0)
-		set_problem("%s%s", "the custom layout is read only when the library is preloaded", "");
+		set_found(SETTINGS_LAYOUT_UNUSABLE, "custom", NULL,
+				  "the custom layout is read only when the library is preloaded");
 }
 
 /*
@@ -399,30 +425,24 @@ find_unknown_names(void)
 		for (int j = 0; j < (int) lengthof(setting_names); j++)
 			ours |= pg_strcasecmp(g->name, setting_names[j]) == 0;
 		if (!ours)
-			set_problem("\"%s\" is not a snowflake setting%s", g->name, "");
+			set_found(SETTINGS_UNKNOWN, g->name, NULL, NULL);
 	}
 }
 
 /*
- * A value the configuration gave a setting was rejected at server start.  A
- * worker id's range goes into the problem, which every refusal says: the
- * client sees it, not only the server log's WARNING.
+ * A value the configuration gave a setting was rejected at server start:
+ * kept, so that every refusal names it to the client, not only the server
+ * log's WARNING.  The worker id's is kept apart, as a reload fixes it.
  */
 static void
 rejected_at_start(const char *name, const char *value)
 {
 	if (strcmp(name, "snowflake.worker_id") == 0)
-	{
-		const SnowflakeLayout *l = worker_layout();
-		char		range[128];
-
-		snprintf(range, sizeof(range), "0 to " INT64_FORMAT " in the \"%s\" layout",
-				 layout_max_worker(l), l->name);
-		set_problem("snowflake.worker_id = '%s' was rejected at server start (worker ids run from %s)",
-					value, range);
-	}
+		strlcpy(worker_rejected, value, sizeof(worker_rejected));
+	else if (strcmp(name, "snowflake.layout") == 0)
+		set_found(SETTINGS_LAYOUT_REJECTED, name, value, NULL);
 	else
-		set_problem("%s = '%s' was rejected at server start", name, value);
+		set_found(SETTINGS_REJECTED, name, value, NULL);
 }
 
 /*
@@ -474,4 +494,10 @@ settings_define(bool preloaded)
 	}
 	if (snowflake_layout == NULL)
 		snowflake_layout = layout_default();
+	/* PostgreSQL says which values it rejected; this, nobody else says */
+	if (found.trouble == SETTINGS_LAYOUT_UNUSABLE)
+		ereport(WARNING,
+				(errmsg("snowflake layout \"%s\" cannot be used", found.name),
+				 errdetail("%s", found.why),
+				 errhint("Every snowflake generator of this server refuses until the configuration is fixed and the server restarted.")));
 }

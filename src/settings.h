@@ -27,7 +27,7 @@
 
 /*
  * This process's view of the settings.  The worker id that goes into IDs
- * is the node's, in shared memory (state.h); snowflake_worker_id is only
+ * is the node's, in shared memory (mark.h); snowflake_worker_id is only
  * what this process read from the configuration.
  */
 extern int	snowflake_worker_id;
@@ -43,9 +43,28 @@ extern const SnowflakeLayout *snowflake_layout;
 /* called in the postmaster when it reads snowflake.worker_id at a reload */
 extern void (*settings_worker_assigned) (int worker);
 
+/* What the settings read at server start found that the node cannot trust. */
+typedef enum SettingsTrouble
+{
+	SETTINGS_OK = 0,
+	SETTINGS_REJECTED,			/* a value rejected: name, value */
+	SETTINGS_UNKNOWN,			/* a snowflake.* name none of ours: name */
+	SETTINGS_LAYOUT_REJECTED,	/* snowflake.layout's value rejected: value */
+	SETTINGS_LAYOUT_UNUSABLE	/* the layout cannot be built: name, why */
+} SettingsTrouble;
+
+typedef struct SettingsFound
+{
+	SettingsTrouble trouble;
+	char		name[NAMEDATALEN * 2];
+	char		value[256];
+	char		why[256];
+} SettingsFound;
+
 extern void settings_define(bool preloaded);
-extern const char *settings_problem(void);
-extern void settings_require_usable(void);
+extern const SettingsFound *settings_found(void);
+extern const char *settings_worker_rejected(void);
+extern const SnowflakeLayout *settings_layout_in_force(void);
 extern int64 settings_max_lead_ms(void);
 
 #endif							/* SNOWFLAKE_SETTINGS_H */

@@ -18,7 +18,7 @@
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
-#include "state.h"
+#include "mark.h"
 #include "wal.h"
 
 PG_MODULE_MAGIC;
@@ -43,15 +43,17 @@ snowflake_shmem_request(void)
 static void
 snowflake_shmem_startup(void)
 {
+	StartEvidence ev;
+
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	/* the record as the files hold it, then what the start found */
 	node_shmem_init();
-	identity_start();
-	mark_shmem_init();
-	identity_started();
+	identity_start(&ev);
+	mark_shmem_init(ev.recovered);
+	identity_started(&ev);
 	schemes_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }

@@ -12,6 +12,7 @@
 #include "datatype/timestamp.h"
 
 #include "layout.h"
+#include "node.h"
 
 /* generator.c: the hot path and what it has done */
 typedef struct GeneratorStatus
@@ -30,6 +31,7 @@ typedef struct GeneratorStatus
 } GeneratorStatus;
 
 extern int	generator_require_ready(void);
+extern NodeReason generator_verdict(void);
 extern int64 generator_next(void);
 extern int64 generator_next_block(int64 n);
 extern int64 generator_block_capacity(void);

@@ -75,7 +75,7 @@ my %refusal_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 55S05
 my %state_codes = map { $_ => 1 } qw(55S01 55S02 55S03 58030 XX001 55S04 F0000);
 # what a node held back refuses with, by what the model says it is
 my %held = (
-	copy => [ '55S01', qw(backup_label recovery_signal other_directory) ],
+	copy => [ '55S01', qw(backup_label recovery_signal recovery_target archive_standby other_directory files_removed) ],
 	upgraded => [ '55S02', 'upgraded' ],
 	new => [ '55S02', qw(new_as_standby never_installed) ],
 	inherited => [ '55S03', 'claimed_elsewhere' ],
@@ -93,6 +93,11 @@ my @layouts = (qw(shardingsphere twitter discord instagram sonyflake javascript 
 # the time between the model's clock reading and the node's, on a loaded
 # machine.
 my $slack_ms = 250;
+
+# A standby is made from a base backup without a slot: its primary keeps
+# WAL enough for it to follow across the primary's restarts (seed 13201
+# on 15 lost its stream at a restart's checkpoint)
+my $KEEP_WAL = "wal_keep_size = '256MB'\n";
 
 sub new_history
 {
@@ -131,8 +136,10 @@ sub new_history
 			identity => 'ok',	# ok, or held back: copy, upgraded, new,
 								# inherited, retired (%held)
 			held_reason => undef,	# the one reason a hold must give
-			settings_bad => 0,	# a setting rejected at the last start
-			worker_bad => 0,	# the worker id in the file was rejected
+			settings_bad => 0,	# the layout rejected at the last start
+			worker_bad => 0,	# the file gives a worker id out of range
+			worker_rejected => 0,	# the node's worker id was rejected: at
+								# start, and no reload fixed it since
 			file_broken => 0,	# the state file cannot be trusted
 			preloaded => 1,
 			extension => 1,		# the extension exists in every database used
@@ -143,6 +150,8 @@ sub new_history
 			system => 0,		# which system identifier the node has: a
 								# new one after pg_upgrade or a dump
 			claims => {},		# worker id => the system that claimed it
+			rows => {},			# the same, as postgres' snowflake_workers
+								# holds them (DROP EXTENSION empties it)
 		},
 	};
 	open my $fh, '>', $h->{record} or die "cannot write $h->{record}: $!";
@@ -171,7 +180,46 @@ sub kind
 sub claimed
 {
 	my ($h) = @_;
-	$h->{model}{claims}{ $h->{worker} } = $h->{model}{system};
+	$h->{model}{claims}{ configured_worker($h) } = $h->{model}{system};
+	$h->{model}{rows}{ configured_worker($h) } = $h->{model}{system};
+	return;
+}
+
+# The worker id the node's configuration gives: 5000 while the file gives
+# that (in force where the layout's worker field holds it).
+sub configured_worker
+{
+	my ($h) = @_;
+	return $h->{model}{worker_bad} ? 5000 : $h->{worker};
+}
+
+# Held back for a worker id its system has not claimed, where it claimed
+# others: a worker id rejected at start is none, and holds nothing.
+sub held_unclaimed
+{
+	my ($h) = @_;
+	return !$h->{model}{worker_rejected} && unclaimed($h, configured_worker($h));
+}
+
+# Whether this system claimed worker ids, and not this one: the node is
+# held back under it (unclaimed) until it claims it too.
+sub unclaimed
+{
+	my ($h, $worker) = @_;
+	my $m = $h->{model};
+	my @own = grep { $m->{claims}{$_} == $m->{system} } keys %{ $m->{claims} };
+	return (@own && !grep({ $_ == $worker } @own)) ? 1 : 0;
+}
+
+# The step of that hold, which a mesh's helper takes: the worker id in
+# force claimed.
+sub claim_in_force
+{
+	my ($h, $node, $what) = @_;
+	say_op($h, "$what: snowflake_claim_worker() for worker id " . configured_worker($h));
+	claimed($h)
+	  if defined((one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()',
+			no_ids => 1))[0]);
 	return;
 }
 
@@ -289,14 +337,21 @@ sub write_settings
 	return;
 }
 
-# Whether a start with these settings rejects one: the layout that cannot
-# work, or worker id 5000 where the layout's worker field is narrower than
-# 13 bits (instagram's and sonyflake's hold it).
-my %worker_bits = (instagram => 13, sonyflake => 16, javascript => 6, custom => 8);
+# Whether a start with these settings rejects the layout (one that cannot
+# work): the node is disabled until a restart fixes it.
 sub settings_rejected
 {
+	my ($layout) = @_;
+	return $layout eq 'broken' ? 1 : 0;
+}
+
+# Whether it rejects the worker id: 5000 where the layout's worker field is
+# narrower than 13 bits (instagram's and sonyflake's hold it).  A reload
+# with a valid one fixes it.
+my %worker_bits = (instagram => 13, sonyflake => 16, javascript => 6, custom => 8);
+sub worker_rejected
+{
 	my ($layout, $worker_bad) = @_;
-	return 1 if $layout eq 'broken';
 	return $worker_bad && ($worker_bits{$layout} // 10) < 13 ? 1 : 0;
 }
 
@@ -306,8 +361,8 @@ sub start_standby
 {
 	my ($sb) = @_;
 	start_faked($sb, sprintf('%+.3f', $sb->{torture_offset_ms} / 1000), fail_ok => 1);
-	# what it starts with; a reload keeps a worker id rejected at start, and
-	# does not replace a good one by a bad one
+	# what it starts with; a reload does not replace a good worker id by a
+	# bad one
 	$sb->{torture_layout} = $sb->{torture_settings}{layout};
 	$sb->{torture_worker_bad} = $sb->{torture_settings}{worker_bad};
 	return;
@@ -322,7 +377,8 @@ sub adopt_settings
 	$h->{$_} = $st->{$_} for qw(worker backward_ms ahead_ms);
 	$h->{layout} = $node->{torture_layout} // $st->{layout};
 	$h->{model}{worker_bad} = $node->{torture_worker_bad} // $st->{worker_bad};
-	$h->{model}{settings_bad} = settings_rejected($h->{layout}, $h->{model}{worker_bad});
+	$h->{model}{settings_bad} = settings_rejected($h->{layout});
+	$h->{model}{worker_rejected} = worker_rejected($h->{layout}, $h->{model}{worker_bad});
 	return;
 }
 
@@ -468,7 +524,8 @@ sub start_node
 	write_settings($h, $node);
 	set_offset($node, $offset_ms);
 	start_faked($node, sprintf('%+.3f', $offset_ms / 1000), fail_ok => 1);
-	$h->{model}{settings_bad} = settings_rejected($h->{layout}, $h->{model}{worker_bad});
+	$h->{model}{settings_bad} = settings_rejected($h->{layout});
+	$h->{model}{worker_rejected} = worker_rejected($h->{layout}, $h->{model}{worker_bad});
 	return wait_up($node);
 }
 
@@ -565,11 +622,16 @@ sub justified
 	return $ctx->{standby} ? 'a standby' : undef if $code eq '25006';
 	return $m->{preloaded} ? undef : 'not preloaded' if $code eq '55000';
 	return undef if !$m->{preloaded};
+	# the node's order (node.c): its configuration, its hold, its state
+	# file, its worker id, then the clock
 	# (1.1's snowflake_status has no reason)
-	return $m->{settings_bad} && ($reason_in->('settings_rejected') || !defined $reason && $m->{at_1_1}) ?
-	  'a setting rejected at start' : undef
-	  if $code eq 'F0000';
+	return 'a setting rejected at start'
+	  if $code eq 'F0000' && $m->{settings_bad} &&
+	  ($reason_in->('layout_unusable') || !defined $reason && $m->{at_1_1});
 	return undef if $m->{settings_bad};
+	# a standby's own hold: its worker id one its primary gave up
+	return 'a standby whose worker id its primary gave up'
+	  if $ctx->{standby} && $ctx->{retired} && $code eq '55S03' && $reason_in->('worker_retired');
 
 	if ($m->{identity} ne 'ok')
 	{
@@ -584,9 +646,17 @@ sub justified
 	my $claim = $m->{claims}{ $h->{worker} };
 	return 'the worker id was claimed by the system the node was before'
 	  if $code eq '55S03' && $reason_in->('claimed_elsewhere') && defined $claim && $claim != $m->{system};
+	# a worker id this system has not claimed, where it claimed others
+	return 'a worker id this system has not claimed'
+	  if $code eq '55S03' && $reason_in->('unclaimed') && held_unclaimed($h);
+	return undef if held_unclaimed($h);
 	return undef if $code =~ /^55S0[1239]$/ || $code eq '58030';
 	return $m->{file_broken} && $reason_in->('state_damaged') ? 'the state file is damaged' : undef
 	  if $code eq 'XX001';
+	return 'a worker id rejected'
+	  if $code eq 'F0000' && $m->{worker_rejected} &&
+	  ($reason_in->('worker_id_rejected') || !defined $reason && $m->{at_1_1});
+	return undef if $m->{worker_rejected} || $code eq 'F0000';
 
 	my $now = $ctx->{lo_ms};
 	my $lead = lead_bound_ms($h, $now);
@@ -599,7 +669,8 @@ sub justified
 		# layout's IDs of now below the old layout's last one
 		return 'the state is beyond the new layout'
 		  if !defined $lead && $reason_in->('state_beyond_layout', 'floor_beyond_layout', '');
-		return undef if !$reason_in->('') || $m->{hi_layout} eq $h->{layout};
+		# (the view reads the clock again: by then it may have caught up)
+		return undef if !$reason_in->('layout_below', '') || $m->{hi_layout} eq $h->{layout};
 		return $lead > $allowed + max($h->{backward_ms}, $tick) - $slack_ms ?
 		  'the new layout is below the last ID' : undef;
 	}
@@ -720,6 +791,9 @@ sub must_refuse
 	my ($h, $what) = @_;
 	my $m = $h->{model};
 	return "$what: the node generated with a setting rejected at start" if $m->{settings_bad};
+	return "$what: the node generated with its worker id rejected" if $m->{worker_rejected};
+	return "$what: the node generated under worker id " . configured_worker($h) . ', which its system has not claimed'
+	  if held_unclaimed($h);
 	return "$what: the node generated without the library preloaded" if !$m->{preloaded};
 	return "$what: the node generated before it was told which node it is ($m->{identity})"
 	  if $m->{identity} ne 'ok';
@@ -978,6 +1052,28 @@ sub follow_hint
 			$sb->stop('fast', fail_ok => 1);
 			start_standby($sb);
 		}
+		retired_after_fix($h, $node);
+	}
+	elsif ($why eq 'a worker id rejected')
+	{
+		# README's step: a worker id in range, and a reload
+		$step = 'hint-settings';
+		say_op($h, "hint: snowflake.worker_id = $h->{worker}, reload");
+		$m->{worker_bad} = 0;
+		for my $n (grep { defined } $node, $h->{standby}, $h->{cascade})
+		{
+			write_settings($h, $n);
+			$n->reload;
+			$n->{torture_worker_bad} = 0;
+		}
+		for (1 .. 100)
+		{
+			my (undef, $w) = try_sql($node, "SELECT current_setting('snowflake.worker_id')", 10);
+			last if $w eq $h->{worker};
+			select(undef, undef, undef, 0.1);
+		}
+		$m->{worker_rejected} = 0;
+		retired_after_fix($h, $node);
 	}
 	elsif ($why =~ /new layout/)
 	{
@@ -1002,12 +1098,33 @@ sub follow_hint
 		say_op($h, 'hint: the keeper runs again');
 		wake_keeper($h);
 	}
+	elsif ($why eq 'a worker id this system has not claimed')
+	{
+		$step = 'claim';
+		claim_in_force($h, $node, 'hint');
+	}
 	return unless $step;
-	kind($h, $step);
+	kind($h, $step) unless $step eq 'claim';
 	# released: the next call generates, or is refused for another cause
 	my (undef, $again, $err) = one_call($h, $node, "after the hint's step");
 	violation($h, "the hint's step did not release the refusal ($why): " . error_of($err)->{line})
 	  if defined $again && $again eq $why;
+	return;
+}
+
+# A promoted standby whose own worker id was rejected, fixed now: if it is
+# the one its primary gave up, it is held for that (worker_retired), and
+# the step of that hint is taken.
+sub retired_after_fix
+{
+	my ($h, $node) = @_;
+	my $r = $h->{retired_pending};
+	return if !$r || $h->{model}{worker_rejected};
+	$h->{retired_pending} = undef;
+	return unless $h->{worker} == $r->[0];
+	set_identity($h, 'retired');
+	one_call($h, $node, 'fixed, with the worker id its primary gave up');
+	follow_retired_hint($h, $node, $r->[1]);
 	return;
 }
 
@@ -1089,6 +1206,9 @@ sub reload_settings
 	}
 	# the keeper takes the worker id a moment later
 	select(undef, undef, undef, 0.3) if $what eq 'worker';
+	# where this system claimed others, one not claimed holds the node back
+	# until it is: claimed now and then at once, as a mesh's helper does
+	claim_in_force($h, $node, 'reload') if held_unclaimed($h) && rand() < 0.5;
 	return;
 }
 
@@ -1146,6 +1266,7 @@ sub restart
 		stop_node($h, $node, $how eq 'immediate' ? 'immediate' : 'fast');
 	}
 	start_or_violation($h, $node, $h->{offset_ms});
+	retired_after_fix($h, $node);
 	return;
 }
 
@@ -1321,6 +1442,7 @@ sub make_standby
 }
 
 # Wait until a standby has replayed what its upstream has flushed now.
+# Returns whether it did.
 sub catch_up
 {
 	my ($up, $sb) = @_;
@@ -1328,10 +1450,10 @@ sub catch_up
 	for (1 .. 100)
 	{
 		my (undef, $done) = try_sql($sb, "SELECT pg_last_wal_replay_lsn() >= '$lsn'");
-		last if !$lsn || $done eq 't';
+		return 1 if !$lsn || $done eq 't';
 		select(undef, undef, undef, 0.1);
 	}
-	return;
+	return 0;
 }
 
 sub standby_op
@@ -1395,10 +1517,11 @@ sub standby_op
 		}
 		elsif ($h->{model}{preloaded})
 		{
-			# a standby with a setting rejected at its start says that first
-			my $bad = settings_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad});
-			local $h->{model}{settings_bad} = $bad;
-			judge($h, $err, 'standby', ctx_now($h, standby => 1, node => $sb));
+			# a standby with its layout rejected at its start says that
+			# first; one held back says its hold (its primary's, or its own
+			# worker id that its primary gave up); the others are standbys
+			local $h->{model}{settings_bad} = settings_rejected($sb->{torture_layout} // '');
+			judge($h, $err, 'standby', ctx_now($h, standby => 1, node => $sb, retired => standby_retired($sb)));
 		}
 	}
 	else
@@ -1434,7 +1557,10 @@ sub standby_op
 		adopt_settings($h, $new);
 		# configured with the worker id its primary gave up, it refuses
 		my $retired = $new->{torture_retired};
-		set_identity($h, 'retired') if $retired && $h->{worker} == $retired->[0];
+		set_identity($h, 'retired') if $retired && $h->{worker} == $retired->[0] && !$h->{model}{worker_rejected};
+		# with its worker id rejected it has none: fixed by a reload to the
+		# one given up, it is held then
+		$h->{retired_pending} = $retired && $h->{model}{worker_rejected} ? $retired : undef;
 		# what the old primary may have reserved bounds what it replayed
 		unclean($h);
 		$h->{issued_since_start} = 0;
@@ -1483,11 +1609,17 @@ sub worker_retired
 		  . "; its standbys keep $old in their own configuration");
 	$h->{worker} = $new;
 	write_settings($h, $node);
-	$node->reload;
+	reload_and_wait($h, $node);
 	for my $s (grep { defined } $sb, $h->{cascade})
 	{
 		write_settings($h, $s, worker => $old);
 		$s->{torture_retired} = [ $old, $new ];
+	}
+	# this system claimed others: the new one is claimed, its step
+	if (unclaimed($h, $new))
+	{
+		claim_in_force($h, $node, 'worker-id change');
+		$claim = 0;
 	}
 	# the keeper applies it: the primary's worker id in force is the new one
 	my $w = '';
@@ -1505,21 +1637,41 @@ sub worker_retired
 		  if defined((one_call($h, $node, 'claim', sql => 'SELECT worker_id FROM snowflake_claim_worker()',
 				no_ids => 1))[0]);
 	}
-	# the standby says so, having replayed it
-	catch_up($node, $sb);
+	# the standby says so, having replayed it; one whose own setting was
+	# rejected at its start says that first (the first state that holds),
+	# as its calls do: it has no worker id of its own in force that its
+	# primary could have given up
+	if (!catch_up($node, $sb))
+	{
+		# the history's fault, not the node's: the standby lost its stream
+		violation($h, 'worker-id change: the standby did not replay its primary\'s WAL in 10 s (the checker keeps wal_keep_size for it)');
+		return;
+	}
+	my $want = settings_rejected($sb->{torture_layout} // '') ? 'disabled/layout_unusable' :
+	  standby_retired($sb) ? 'held_claimed/worker_retired' : 'standby/in_recovery';
 	my $shown = '';
 	for (1 .. 100)
 	{
 		(undef, $shown) = try_sql($sb, "SELECT state || '/' || coalesce(reason, '') FROM snowflake_status", 10);
-		last if $shown eq 'held_claimed/worker_retired';
+		last if $shown eq $want;
 		select(undef, undef, undef, 0.1);
 	}
-	violation($h, "worker-id change: the standby that replayed it shows '$shown', not held_claimed/worker_retired")
-	  unless $shown eq 'held_claimed/worker_retired';
+	violation($h, "worker-id change: the standby that replayed it shows '$shown', not $want")
+	  unless $shown eq $want;
 	# failover: the promoted standby refuses, and its hint's step is taken
 	# (standby_op)
 	standby_op($h, $node, 'promote');
 	return;
+}
+
+# Whether a standby runs with the worker id its primary gave up: one its
+# start did not reject (a rejected one is no worker id at all).
+sub standby_retired
+{
+	my ($sb) = @_;
+	my $retired = $sb->{torture_retired} or return 0;
+	return 0 if worker_rejected($sb->{torture_layout} // '', $sb->{torture_worker_bad});
+	return ($sb->{torture_settings}{worker} // -1) == $retired->[0] ? 1 : 0;
 }
 
 # A node promoted with the worker id its primary gave up refuses (judged
@@ -1644,7 +1796,9 @@ sub wanted
 # One of the node's files removed from a data directory held back, while
 # the server is stopped (snowflake.identity or snowflake.state: each holds
 # the whole record), and the server started again: it is held back for the
-# same reason.
+# same reason.  Or, from a copy, both: it is held back as one that may be a
+# copy (the extension ran there: its sign in the catalog stays), whatever
+# install script runs.
 sub remove_held_file
 {
 	my ($h, $node, $what) = @_;
@@ -1653,16 +1807,29 @@ sub remove_held_file
 	{
 		return violation($h, "$what: held back, but snowflake_status gives no reason");
 	}
-	my $file = pick('snowflake.identity', 'snowflake.state');
-	say_op($h, "$what: $file removed while the server is stopped (held back: $reason), started again");
+	my $copy = $what eq 'clone' || $what eq 'pitr';
+	my $file = pick('snowflake.identity', 'snowflake.state', $copy ? ('both', 'both') : ());
+	say_op($h, "$what: " . ($file eq 'both' ? 'both files' : $file)
+		  . " removed while the server is stopped (held back: $reason), started again");
 	kind($h, 'held-file-removed');
 	$h->{faults}++;
 	$node->stop('fast', fail_ok => 1);
-	unlink $node->data_dir . "/$file";
+	unlink map { $node->data_dir . "/$_" } $file eq 'both' ? ('snowflake.identity', 'snowflake.state') : ($file);
 	start_node($h, $node, $h->{offset_ms}) && wait_primary($node)
 	  or return violation($h, "$what: the server did not start again");
-	local $h->{model}{held_reason} = $reason;
+	local $h->{model}{held_reason} = $file eq 'both' ? 'files_removed' : $reason;
 	expect_held_back($h, $node, "$what, $file removed");
+	if ($file eq 'both')
+	{
+		# no install script releases it
+		say_op($h, "$what: CREATE EXTENSION in a new database, DROP and CREATE EXTENSION again");
+		my ($ret, $out, $err) = try_sql($node, 'CREATE DATABASE held_again');
+		($ret, $out, $err) = try_sql($node, 'CREATE EXTENSION snowflake', 30, 'held_again') if $ret == 0;
+		($ret, $out, $err) = try_sql($node, 'DROP EXTENSION snowflake CASCADE; CREATE EXTENSION snowflake')
+		  if $ret == 0;
+		violation($h, "$what: the install scripts failed: $err") if $ret != 0;
+		expect_held_back($h, $node, "$what, both files removed, the extension created again");
+	}
 	return;
 }
 
@@ -1776,7 +1943,7 @@ sub release
 	}
 	$h->{releases}++;
 	# the claim of the worker id it runs as moves to this system
-	claimed($h) if defined $m->{claims}{ $h->{worker} };
+	claimed($h) if defined $m->{rows}{ $h->{worker} };
 	violation($h, "$what: released above $out, not above ID $h->{floor} the lost node issued")
 	  if $out !~ /^\d+$/ || $out < $h->{floor};
 	set_identity($h, 'ok');
@@ -1819,7 +1986,7 @@ sub lifecycle_op
 	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr',
 		pick('pitr-target', 'archive-lost-segment'));
 	my $name = "l$h->{seed}_" . $h->{backup}++;
-	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
+	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n$KEEP_WAL";
 	my $m = $h->{model};
 	my ($ret, $out, $err);
 	wake_keeper($h);
@@ -1841,7 +2008,9 @@ sub lifecycle_op
 		# recovery.signal at that start all the same
 		$first //= pick('', '', '', 'rejected', 'unset');
 		my %first = (rejected => [ "snowflake.tpyo = 1", 'F0000' ],
-			unset => [ "snowflake.worker_id = -1", '55S09' ]);
+			# held back as a copy first: the hint's first step is a
+			# worker id of its own
+			unset => [ "snowflake.worker_id = -1", '55S01' ]);
 		say_op($h, ($how eq 'clone' ? 'clone: a base backup started as a primary' :
 					'PITR: a base backup restored to its end, started as a primary') .
 			   ($replace ? ', replacing the node' : ', given worker 99') .
@@ -1906,11 +2075,21 @@ sub lifecycle_op
 		remove_held_file($h, $copy, $how) if wanted($h, 'held-file-removed', 0.15);
 		if (!$replace)
 		{
-			# the hint's first step: a worker id of its own
+			# the hint's first step: a worker id of its own (claimed too,
+			# where its system claimed others)
 			write_settings($h, $copy, worker => 99);
 			$copy->reload;
 			select(undef, undef, undef, 0.3);
 			set_identity($h, 'ok');
+			local $h->{worker} = 99;
+			local $m->{worker_bad} = 0;
+			local $m->{worker_rejected} = 0;
+			local $h->{model}{claims} = { %{ $m->{claims} } };
+			if (unclaimed($h, 99))
+			{
+				expect_held_back($h, $copy, "$how with worker 99, unclaimed");
+				claim_in_force($h, $copy, "$how with worker 99");
+			}
 			my $ctx = ctx_now($h, node => $copy);
 			($ret, $out, $err) = try_sql($copy,
 				'SELECT (snowflake_decode(snowflake_nextval())).worker_id');
@@ -2162,6 +2341,8 @@ sub recreate_extension
 	my ($ret, $out, $err) = try_sql($node,
 		'DROP EXTENSION snowflake CASCADE; CREATE EXTENSION snowflake', 60, $db);
 	violation($h, "DROP and CREATE EXTENSION failed: $err") if $ret != 0;
+	# the claims table went with it (the node's record keeps what it knew)
+	$h->{model}{rows} = {} if $db eq 'postgres' && $ret == 0;
 	return;
 }
 
@@ -2326,7 +2507,7 @@ sub play_history
 	my $h = new_history($seed, $steps, $dir);
 	$h->{force} = { map { $_ => 1 } @force };
 	my $node = snowflake_node("t$seed", worker_id => 1, allows_streaming => 1,
-		conf => "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n");
+		conf => "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n$KEEP_WAL");
 	$h->{node} = $node;
 	# layouts for the prelude's checks, before the extension is there
 	$h->{layouts} = {};
@@ -2390,6 +2571,7 @@ sub working
 	my ($h, $node) = @_;
 	my $m = $h->{model};
 	wake_keeper($h);
+	claim_in_force($h, $node, 'the worker id in force unclaimed') if held_unclaimed($h);
 	if ($m->{settings_bad} || $h->{layout} eq 'broken' || $m->{worker_bad})
 	{
 		follow_hint($h, $node, 'a setting rejected at start');

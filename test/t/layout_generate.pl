@@ -117,18 +117,18 @@ is($node->safe_psql('postgres', q{
 # a custom layout that cannot work: the server starts, the generator refuses
 my $log_offset = -s $node->logfile;
 restart_with("snowflake.custom_time_bits = 50\n");
-ok($node->log_contains('snowflake.layout = custom is unusable: The fields take 73 bits', $log_offset),
+ok($node->log_contains(qq{snowflake layout "custom" cannot be used\n.*The fields take 73 bits}, $log_offset),
 	'too wide: the server logs why');
 $code = try_sql('SELECT snowflake_nextval()');
-is($code, 'F0000 settings_rejected', 'and the generator refuses');
+is($code, 'F0000 layout_unusable', 'and the generator refuses');
 restart_with("snowflake.custom_time_bits = 40\nsnowflake.custom_epoch = '2999-01-01'\n");
 ($code, $err) = try_sql('SELECT snowflake_nextval()');
-is($code, 'F0000 settings_rejected', 'an epoch in the future is refused');
-like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch/, 'naming the setting');
+is($code, 'F0000 layout_unusable', 'an epoch in the future is refused');
+like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch/s, 'naming the setting');
 restart_with("snowflake.custom_epoch = 'yesterday'\n");
 ($code, $err) = try_sql('SELECT snowflake_decode(1)');
-is($code, 'F0000 settings_rejected', 'so is an epoch that is not a date');
-like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch\b.*"yesterday"/, 'naming the setting and its value');
+is($code, 'F0000 layout_unusable', 'so is an epoch that is not a date');
+like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch\b.*"yesterday"/s, 'naming the setting and its value');
 
 # changing the layout of a node that issued IDs: never below them
 restart_with("snowflake.layout = 'shardingsphere'\n", fresh => 1);
@@ -138,7 +138,7 @@ my $next = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 ok($next > $last, 'shardingsphere to twitter: IDs continue above');
 restart_with("snowflake.layout = 'shardingsphere'\n");
 ($code, $err) = try_sql('SELECT snowflake_nextval()');
-is($code, '55S04', 'twitter back to shardingsphere: refused, as the layout cannot continue above');
+is($code, '55S04 layout_below', 'twitter back to shardingsphere: refused, as the layout cannot continue above');
 like($err, qr/ERROR:  55S04: .*"shardingsphere".*"twitter"/, 'naming both layouts');
 restart_with("snowflake.layout = 'twitter'\n");
 ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $next, 'back on twitter it goes on');
@@ -167,13 +167,13 @@ ok($node->log_contains('layout "shardingsphere@America/New_York", IDs continue a
 $log_offset = -s $node->logfile;
 restart_with("snowflake.layout = 'shardingsphere\@Mars/Olympus'\n");
 ($code, $err) = try_sql('SELECT snowflake_nextval()');
-is($code, 'F0000 settings_rejected', 'an unknown zone: the generator refuses (F0000)');
-like($err, qr/ERROR:  F0000: .*snowflake\.layout\b.*'shardingsphere\@Mars\/Olympus'/, 'naming the setting and its value');
+is($code, 'F0000 layout_rejected', 'an unknown zone: the generator refuses (F0000)');
+like($err, qr/ERROR:  F0000: .*snowflake\.layout\b.*'shardingsphere\@Mars\/Olympus'/s, 'naming the setting and its value');
 ok($node->log_contains('invalid value for parameter "snowflake.layout": "shardingsphere@Mars/Olympus"', $log_offset)
 	  && $node->log_contains('Time zone "Mars/Olympus" is not in this server\'s time zone database', $log_offset),
 	'and the server log says why');
 $code = try_sql('SELECT snowflake_decode(1)');
-is($code, 'F0000 settings_rejected', 'so does decoding in the server\'s layout');
+is($code, 'F0000 layout_rejected', 'so does decoding in the server\'s layout');
 
 # changing between zones: to a zone whose epoch is earlier (further east)
 # the node continues above its IDs; to one whose epoch is later it refuses,
@@ -190,14 +190,14 @@ is($node->safe_psql('postgres', "SELECT snowflake_timestamp($next) - snowflake_t
 	'-08:00:00', 'the new IDs carry their time in Shanghai\'s epoch');
 restart_with("snowflake.layout = 'shardingsphere'\n");
 ($code, $err) = try_sql('SELECT snowflake_nextval()');
-is($code, '55S04', 'shardingsphere@Asia/Shanghai back to shardingsphere (UTC): refused');
+is($code, '55S04 layout_below', 'shardingsphere@Asia/Shanghai back to shardingsphere (UTC): refused');
 like($err, qr/ERROR:  55S04: .*"shardingsphere".*"shardingsphere\@Asia\/Shanghai"/, 'naming both layouts');
 restart_with("snowflake.layout = 'shardingsphere\@+08:00'\n");
 my $fixed = $node->safe_psql('postgres', 'SELECT snowflake_nextval()');
 ok($fixed > $next, 'shardingsphere@Asia/Shanghai to shardingsphere@+08:00, the same epoch: IDs continue above');
 restart_with("snowflake.layout = 'shardingsphere\@Asia/Kolkata'\n");
 ($code, $err) = try_sql('SELECT snowflake_nextval()');
-is($code, '55S04', 'shardingsphere@+08:00 to shardingsphere@Asia/Kolkata, an epoch 2.5 hours later: refused');
+is($code, '55S04 layout_below', 'shardingsphere@+08:00 to shardingsphere@Asia/Kolkata, an epoch 2.5 hours later: refused');
 like($err, qr/ERROR:  55S04: .*"shardingsphere\@Asia\/Kolkata".*"shardingsphere\@\+08:00"/, 'naming both layouts');
 restart_with("snowflake.layout = 'shardingsphere\@Asia/Tokyo'\n");
 ok($node->safe_psql('postgres', 'SELECT snowflake_nextval()') > $fixed,

@@ -36,34 +36,38 @@ is($node->safe_psql('postgres',
 	'1', 'the keeper shows in pg_stat_activity');
 
 # 1. Settings fail closed at server start: each refused (F0000), naming
-# the setting and the value it rejected; fixed and reloaded, still
-# refused, as only a restart reads them again.
-my %bad = (
-	"snowflake.worker_id = 1024\n" => qr/snowflake\.worker_id\b.*'1024'/,
-	"snowflake.wroker_id = 3\n" => qr/"snowflake\.wroker_id"/,
-	"snowflake.layout = 'twiter'\n" => qr/snowflake\.layout\b.*'twiter'/,
-	"snowflake.layout = 'shardingsphere\@America/St_Johns\@2026-02-30'\n" =>
-	  qr/snowflake\.layout\b.*'shardingsphere\@America\/St_Johns\@2026-02-30'/,
-	"snowflake.layout = 'shardingsphere\@Pacific/Chatham\@2016-10-31'\n" =>
-	  qr/snowflake\.layout\b.*'shardingsphere\@Pacific\/Chatham\@2016-10-31'/,
-	"snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n" =>
-	  qr/snowflake\.worker_id\b.*'100'/,
-	"snowflake.custom_worker_bits = 40\nsnowflake.layout = custom\n" =>
-	  qr/snowflake\.custom_worker_bits\b.*'40'/,
-	"snowflake.layout = custom\nsnowflake.custom_epoch = '2024-02-31'\n" =>
-	  qr/custom_epoch\b.*"2024-02-31"/,
-	"snowflake.layout = custom\nsnowflake.custom_time_bits = 40\nsnowflake.custom_worker_bits = 1\nsnowflake.custom_seq_bits = 1\nsnowflake.custom_tick_ms = '1d'\n" =>
-	  qr/snowflake\.layout = custom\b.*timestamp with time zone/,
-	"snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n" =>
-	  qr/snowflake\.custom_epoch\b/,
+# the setting and the value it rejected, and the status view says so;
+# fixed and reloaded, a worker id generates (README's fix), the others
+# stay refused, as only a restart reads them again.
+my @bad = (
+	[ "snowflake.custom_worker_bits = 40\nsnowflake.layout = custom\n", 'settings_rejected',
+	  qr/snowflake\.custom_worker_bits\b.*'40'/s ],
+	[ "snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n", 'worker_id_rejected',
+	  qr/snowflake\.worker_id\b.*'100'/s ],
+	[ "snowflake.layout = 'shardingsphere\@America/St_Johns\@2026-02-30'\n", 'layout_rejected',
+	  qr/snowflake\.layout\b.*'shardingsphere\@America\/St_Johns\@2026-02-30'/s ],
+	[ "snowflake.layout = 'shardingsphere\@Pacific/Chatham\@2016-10-31'\n", 'layout_rejected',
+	  qr/snowflake\.layout\b.*'shardingsphere\@Pacific\/Chatham\@2016-10-31'/s ],
+	[ "snowflake.layout = 'twiter'\n", 'layout_rejected', qr/snowflake\.layout\b.*'twiter'/s ],
+	[ "snowflake.layout = custom\nsnowflake.custom_epoch = '2024-02-31'\n", 'layout_unusable',
+	  qr/custom_epoch\b.*"2024-02-31"/s ],
+	[ "snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n", 'layout_unusable',
+	  qr/snowflake\.custom_epoch\b/s ],
+	[ "snowflake.layout = custom\nsnowflake.custom_time_bits = 40\nsnowflake.custom_worker_bits = 1\nsnowflake.custom_seq_bits = 1\nsnowflake.custom_tick_ms = '1d'\n",
+	  'layout_unusable', qr/"custom".*timestamp with time zone/s ],
+	[ "snowflake.worker_id = 1024\n", 'worker_id_rejected', qr/snowflake\.worker_id\b.*'1024'/s ],
+	[ "snowflake.wroker_id = 3\n", 'setting_unknown', qr/"snowflake\.wroker_id"/s ],
 );
-for my $conf (sort keys %bad)
+for my $case (@bad)
 {
+	my ($conf, $reason, $words) = @$case;
 	my $shown = $conf =~ s/\n/; /gr;
 	restart_with($node, $conf);
 	my ($code, $err) = refusal($node);
-	is($code, 'F0000 settings_rejected', "refused after a start with: $shown");
-	like($err, qr/ERROR:  F0000: .*$bad{$conf}/, '... naming the setting');
+	is($code, "F0000 $reason", "refused after a start with: $shown");
+	like($err, qr/ERROR:  F0000: .*$words/s, '... naming the setting');
+	is($node->safe_psql('postgres', "SELECT state || '/' || reason FROM snowflake_status"), "disabled/$reason",
+		'... and the status view says so');
 	# the fix, and a setting that shows the reload arrived
 	open my $fh, '>', $node->data_dir . '/test.conf' or die;
 	print $fh "work_mem = '5MB'\n";
@@ -71,7 +75,23 @@ for my $conf (sort keys %bad)
 	$node->reload;
 	$node->poll_query_until('postgres', "SELECT current_setting('work_mem') = '5MB'")
 	  or die 'the reload did not take';
-	is(refusal($node), 'F0000 settings_rejected', '... and after a reload that fixed it, until a restart');
+	if ($reason eq 'worker_id_rejected')
+	{
+		$node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+		  or die 'the reload did not fix the worker id';
+		is(refusal($node), 'generated', '... and after a reload that fixed it, it generates');
+		# every process restarted after a crash keeps the fix: the postmaster read it
+		my $keeper = $node->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE backend_type = 'snowflake keeper'");
+		kill 'KILL', $keeper if $keeper;
+		$node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+		  or die 'the node did not come back ready from the crash';
+		is(refusal($node), 'generated', '... also after a crash restarted every process');
+	}
+	else
+	{
+		is(refusal($node), "F0000 $reason", '... and after a reload that fixed it, until a restart');
+	}
 }
 ok($node->log_contains('"2026-02-30" is not a day written as YYYY-MM-DD')
 	  && $node->log_contains('No ShardingSphere generator started before its epoch, 2016-11-01; 2016-10-31 is earlier.'),
@@ -90,8 +110,8 @@ my $state = slurp_file($node->data_dir . '/snowflake.state');
 start_faked($node, '+0');
 restart_with($node, "snowflake.layout = custom\nsnowflake.custom_epoch = '2999-01-01'\n");
 my ($code, $err) = refusal($node);
-is($code, 'F0000 settings_rejected', 'an epoch in the future is unusable');
-like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch\b/, '... naming the setting');
+is($code, 'F0000 layout_unusable', 'an epoch in the future is unusable');
+like($err, qr/ERROR:  F0000: .*snowflake\.custom_epoch\b/s, '... naming the setting');
 $node->stop('fast');
 is(slurp_file($node->data_dir . '/snowflake.state'), $state,
 	'the unusable layout left the state file as it was');

@@ -32,9 +32,9 @@ $clone->init_from_backup($src, 'b1');
 $clone->start;
 is(refusal($clone), '55S01 backup_label', 'a clone is held back');
 set_worker($clone, -1);
-is(refusal($clone), '55S09', 'with its worker id unset it generates nothing');
+is(refusal($clone), '55S01 backup_label', 'with its worker id unset it generates nothing: still a copy');
 is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
-	'still held back as a copy');
+	'and the view says the same');
 set_worker($clone, 1);
 my ($code, $err) = refusal($clone);
 is($code, '55S01 backup_label', 'set back to 1 by a reload, still a copy');
@@ -45,7 +45,10 @@ set_worker($clone, 1);
 $clone->restart;
 is(refusal($clone), '55S01 backup_label', 'and across restarts with it unset');
 set_worker($clone, 5);
-is(refusal($clone), 'generated', 'a worker id of its own releases it');
+is(refusal($clone), '55S03 unclaimed',
+	'a worker id of its own releases it as a copy; its system claimed worker 1, so it claims 5 too');
+$clone->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+is(refusal($clone), 'generated', 'claimed, it generates');
 $clone->stop;
 
 # 2. A dump restored with triggers off for replication still brings its
@@ -159,8 +162,8 @@ $p->safe_psql('postgres', 'CHECKPOINT');
 $p->wait_for_catchup($s);
 $s->safe_psql('postgres', 'CHECKPOINT');
 my $max = $p->safe_psql('postgres', 'SELECT max(id) FROM t');
-is($s->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'disabled|settings_rejected',
-	'a standby with a rejected setting is disabled');
+is($s->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'disabled|setting_unknown',
+	'a standby with a misspelt setting is disabled');
 my ($kept) = unpack('q<', state_mark($s->data_dir . '/snowflake.state'));
 ok($kept >= $max, "and keeps what it replays in its state file ($kept, the primary's last ID $max)");
 $p->stop('immediate');
@@ -214,7 +217,9 @@ $src->start;
 is(refusal($src, 'postgres', "BEGIN; INSERT INTO snowflake_workers VALUES (3, 4242, 'x'); PREPARE TRANSACTION 'p'"),
 	'55000', 'a PREPARE refused (prepared transactions are disabled)');
 set_worker($src, 3);
-is(refusal($src), 'generated', 'its claim of worker 3 holds nothing back');
+is(refusal($src), '55S03 unclaimed', 'its claim of worker 3 holds nothing back: only its own claim is missing');
+$src->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+is(refusal($src), 'generated', 'claimed, it generates');
 
 # Its own claim replaced by an UPDATE that names another system, as a
 # subscription applies one (replica role: the trigger fires for the apply

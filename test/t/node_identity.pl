@@ -98,8 +98,13 @@ $cold->append_conf('postgresql.conf', 'port = ' . $cold->port . "\narchive_mode 
 $a->start;
 $cold->start;
 is(refusal($cold), '55S01 other_directory', 'a copied data directory started beside the original is refused');
-$cold->append_conf('postgresql.conf', "snowflake.worker_id = 3\n");
+$cold->append_conf('postgresql.conf', "snowflake.worker_id = 3\nwork_mem = '3MB'\n");
 $cold->reload;
+$cold->poll_query_until('postgres', "SELECT current_setting('work_mem') = '3MB'")
+  or die 'the reload did not take';
+# its system (its source's) claimed worker 1: its own is claimed too
+is(refusal($cold), '55S03 unclaimed', 'given a worker id of its own, it is no copy, and waits for its claim');
+$cold->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
 $cold->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 3')
   or die 'the copy did not take its own worker id';
 $before = max_id($a);
@@ -122,8 +127,10 @@ like($err, qr/HINT:  .*snowflake\.worker_id.*snowflake\.snowflake_confirm_node\(
 $clone->restart;
 is(refusal($clone), '55S01 backup_label', 'still refused after a restart');
 $clone->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 2; SELECT pg_reload_conf()');
-$clone->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 2')
+$clone->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '2'")
   or die 'the clone did not take worker 2';
+# A's system, its own, claimed worker 1: worker 2 waits for its claim
+is(refusal($clone), '55S03 unclaimed', 'with worker 2 it is no copy, and waits for its claim');
 is($clone->safe_psql('postgres', "SELECT worker_id || ':' || node_name FROM snowflake_claim_worker('node-b')"),
 	'2:node-b', 'with worker 2 it claims its own row');
 $before = max_id($a);
@@ -188,8 +195,11 @@ $pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'the restore did not end';
 is(refusal($pitr), '55S01 recovery_signal', 'a PITR restore started beside the original refuses');
 $pitr->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 4; SELECT pg_reload_conf()');
-$pitr->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 4')
+$pitr->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '4'")
   or die 'the restore did not take worker 4';
+# A's system claimed worker 1: worker 4 is claimed too, the step of that
+is(refusal($pitr), '55S03 unclaimed', 'given its own worker id, it waits for its claim');
+$pitr->safe_psql('postgres', "SELECT snowflake_claim_worker('pitr')");
 $before = max_id($a);
 insert_rows($pitr, 10);
 is(worker_of_new($pitr, $before), '10:4', 'given its own worker id it generates');

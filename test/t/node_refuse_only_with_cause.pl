@@ -60,20 +60,31 @@ $c->stop;
 
 # 2. A layout rejected at start, CREATE EXTENSION, the setting fixed: no
 # ID was ever issued, and the node generates.  Likewise a worker id out of
-# range.  The step is a restart: a reload does not release it.
-for my $bad ("snowflake.layout = custom\nsnowflake.custom_epoch = '2031-01-01'",
-	'snowflake.worker_id = 5000')
+# range.  The layout's step is a restart (a reload does not release it);
+# the worker id's, a reload, as README says.
+for my $case ([ "snowflake.layout = custom\nsnowflake.custom_epoch = '2031-01-01'", 'layout_unusable' ],
+	[ 'snowflake.worker_id = 5000', 'worker_id_rejected' ])
 {
+	my ($bad, $reason) = @$case;
 	my $n = snowflake_node('bad' . length($bad), worker_id => 1);
 	$n->append_conf('postgresql.conf', "$bad\n");
 	$n->start;
 	$n->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
-	is(refusal($n), 'F0000 settings_rejected', 'refused while a setting is rejected');
+	is(refusal($n), "F0000 $reason", 'refused while a setting is rejected');
 	$n->append_conf('postgresql.conf', "snowflake.layout = shardingsphere\nsnowflake.worker_id = 1\nwork_mem = '5MB'\n");
 	$n->reload;
 	$n->poll_query_until('postgres', "SELECT current_setting('work_mem') = '5MB'")
 	  or die 'the reload did not take';
-	is(refusal($n), 'F0000 settings_rejected', 'fixed and reloaded, still refused: the step is a restart');
+	if ($reason eq 'worker_id_rejected')
+	{
+		$n->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+		  or die 'the reload did not fix the worker id';
+		is(refusal($n), 'generated', 'fixed and reloaded, it generates: the step the hint named');
+	}
+	else
+	{
+		is(refusal($n), "F0000 $reason", 'fixed and reloaded, still refused: the step is a restart');
+	}
 	$n->restart;
 	is(refusal($n), 'generated', 'fixed and restarted, it generates: no step but the one the hint named');
 	$n->stop;
@@ -100,7 +111,7 @@ my $ls = standby_of($l, 'ls');
 $l->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
 my $code;
 ($code, $err) = refusal($l);
-is($code, '55000', 'not preloaded, it refuses');
+is($code, '55000 not_preloaded', 'not preloaded, it refuses');
 like($err, qr/HINT:  .*'snowflake'.*shared_preload_libraries/, 'naming the setting the library must be in');
 $l->wait_for_catchup($ls);
 $_->append_conf('postgresql.conf', "shared_preload_libraries = 'snowflake'\n") for $ls, $l;
@@ -132,7 +143,7 @@ $l2->stop('immediate');
 $ls2->promote;
 ($code, $err) = refusal($ls2);
 is($code, '55S02 new_as_standby', 'a standby whose primary never ran the library says so');
-like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(above => 0\)/, 'naming the step');
+like($err, qr/HINT:  .*snowflake\.snowflake_confirm_node\(above => N\).*\(0 if none\)/, 'naming the step');
 is(refusal($ls2, 'postgres', 'SELECT snowflake_confirm_node()'), '22004',
 	'a confirmation with no floor is refused');
 $ls2->safe_psql('postgres', 'SET search_path = "$user", public; SELECT snowflake.snowflake_confirm_node(above => 0)');
@@ -213,13 +224,45 @@ for my $case ('not preloaded', 'worker id not set')
 	$d->stop;
 }
 
+# A failover to a standby whose own configuration lacks snowflake.worker_id:
+# promoted, it refuses (55S09), and says which worker id it ran as, its
+# primary's, the step that releases it; the view says the same.
+{
+	my $p6 = snowflake_node('p6', worker_id => 6, allows_streaming => 1);
+	$p6->start;
+	$p6->safe_psql('postgres', "CREATE EXTENSION snowflake; $table");
+	my $s6 = standby_of($p6, 's6');
+	$s6->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
+	$s6->restart;
+	$p6->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 1000)');
+	$p6->wait_for_catchup($s6);
+	my $top = $p6->safe_psql('postgres', 'SELECT max(id) FROM t');
+	$p6->stop('immediate');
+	$s6->promote;
+	my ($code, $words) = refusal($s6);
+	is($code, '55S09', 'a standby promoted without a worker id in its configuration refuses');
+	like($words, qr/DETAIL:  This node ran as worker id 6 .*\nHINT:  Set snowflake.worker_id = 6 in postgresql.conf and reload/,
+		'... naming its primary\'s worker id as the one to set');
+	is($s6->safe_psql('postgres', "SELECT state || '/' || reason FROM snowflake_status"), 'disabled/worker_id_unset',
+		'... as the view says');
+	set_worker($s6, 6);
+	$s6->safe_psql('postgres', 'INSERT INTO t SELECT FROM generate_series(1, 10)');
+	is($s6->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $top"), '10',
+		'given it, it continues above its primary\'s IDs');
+	$s6->stop;
+}
+
 # The worker id given by a reload, then a call: a claim rolled back, in a
-# transaction or to a savepoint, holds the node back under none.
+# transaction or to a savepoint, holds the node back under none; the node's
+# system claimed 9, so the worker id waits for its own claim alone, which
+# succeeds: no other system's claim of it was kept.
 sub set_worker_and_check
 {
 	my ($d, $worker) = @_;
 	set_worker($d, $worker);
-	is(refusal($d), 'generated', "a claim of worker $worker rolled back holds nothing back");
+	is(refusal($d), '55S03 unclaimed', "a claim of worker $worker rolled back holds nothing back but its own claim");
+	$d->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+	is(refusal($d), 'generated', "claimed by this system, worker $worker generates");
 	return;
 }
 

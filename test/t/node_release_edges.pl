@@ -69,7 +69,7 @@ sub not_reissued
 # 1. A point-in-time restore of a lost node made with standby.signal and
 # recovery_target_time (targets are honoured in standby mode) on a host
 # whose clock is a few seconds behind: docs/failover.md says a restore to a
-# point in time is held back (55S01 recovery_signal) because its WAL ends
+# point in time is held back (55S01 recovery_target) because its WAL ends
 # before the node's last IDs.  With standby.signal it is taken for the
 # node's standby, generates at once, and repeats IDs the lost node issued
 # after the target.
@@ -100,7 +100,9 @@ $pitr->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'th
 my $restored_max = max_id($pitr);
 ok($restored_max < $lost_max, 'the restore stopped at its target, before the lost node\'s last IDs');
 my ($why, $err) = refusal($pitr);
-is($why, '55S01 recovery_signal', 'a restore to a point in time is held back, standby.signal or not');
+is($why, '55S01 recovery_target', 'a restore to a point in time is held back, standby.signal or not');
+like($err, qr/DETAIL:  The server was started with standby.signal and a recovery target/,
+	'... saying what it found: standby mode with a target');
 if ($why eq 'generated')
 {
 	keep_inserting($pitr, 4);
@@ -144,8 +146,10 @@ $warm->promote;
 $warm->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die;
 my $warm_max = max_id($warm);
 ok($warm_max < $lost_max, 'the archive lacked the last IDs');
-my ($why) = refusal($warm);
-isnt($why, 'generated', 'a restore from an archive that lacks its last segment does not generate before its step');
+my ($why, $words) = refusal($warm);
+is($why, '55S01 archive_standby', 'a restore from an archive that lacks its last segment does not generate before its step');
+like($words, qr/DETAIL:  The server was started with standby.signal and without primary_conninfo/,
+	'... saying what it found: standby mode from an archive alone');
 if ($why eq 'generated')
 {
 	keep_inserting($warm, 4);
@@ -175,7 +179,10 @@ $clone->init_from_backup($src, 'b');
 $clone->start;
 is(scalar refusal($clone), '55S01 backup_label', 'a clone is held back');
 set_worker($clone, 9);
-is(scalar refusal($clone), 'generated', 'given a worker id of its own, it generates');
+is(scalar refusal($clone), '55S03 unclaimed',
+	'given a worker id of its own, it is no copy; its system claimed worker 1, so it claims 9 too');
+$clone->safe_psql('postgres', 'SELECT snowflake.snowflake_claim_worker()');
+is(scalar refusal($clone), 'generated', 'claimed, it generates');
 set_worker($clone, 1);
 isnt(scalar refusal($clone), 'generated', 'set back to its source\'s worker id, beside the source, it does not generate');
 $clone->restart;

@@ -39,11 +39,17 @@ sub fix_typo
 # it, until the hint's step, a worker id of its own.
 sub copy_until_own
 {
-	my ($node, $worker, $what) = @_;
+	my ($node, $worker, $what, $claimed) = @_;
 	my ($code, $err) = refusal($node);
 	is($code, '55S01 backup_label', "$what, it is a copy, from the base backup it started from");
 	like($err, qr/ERROR:  55S01: \D*\b1\b/, "$what, of worker 1");
 	set_worker($node, $worker);
+	if ($claimed)
+	{
+		# its source's system claimed worker 1: its own is claimed too
+		is(refusal($node), '55S03 unclaimed', "$what, a worker id of its own releases it as a copy, to be claimed");
+		$node->safe_psql('postgres', 'SELECT snowflake_claim_worker()');
+	}
 	is(refusal($node), 'generated', "$what, a worker id of its own releases it");
 	return;
 }
@@ -53,7 +59,7 @@ sub rejected
 {
 	my ($node, $what) = @_;
 	my ($code, $err) = refusal($node);
-	is($code, 'F0000 settings_rejected', "$what, it refuses");
+	is($code, 'F0000 setting_unknown', "$what, it refuses");
 	like($err, qr/ERROR:  F0000: .*"snowflake\.tpyo"/, "$what, naming the setting");
 	return;
 }
@@ -102,11 +108,11 @@ my $clone = PostgreSQL::Test::Cluster->new('clone');
 $clone->init_from_backup($src, 'b2');
 $clone->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
 $clone->start;
-is(refusal($clone), '55S09', 'a clone with no worker id says that first');
+is(refusal($clone), '55S01 backup_label', 'a clone with no worker id is held back as a copy');
 is($clone->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
-	'held back as a copy all the same');
+	'and the view says the same');
 set_worker($clone, 1);
-copy_until_own($clone, 7, 'given its source\'s worker id');
+copy_until_own($clone, 7, 'given its source\'s worker id', 1);
 $clone->stop;
 
 # A base backup taken while its source ran with no worker id for a while:
@@ -119,11 +125,11 @@ my $clone2 = PostgreSQL::Test::Cluster->new('clone2');
 $clone2->init_from_backup($src, 'b2u');
 $clone2->start;
 # its configuration came with the backup: no worker id
-is(refusal($clone2), '55S09', 'a clone taken then has no worker id either');
+is(refusal($clone2), '55S01 backup_label', 'a clone taken then has no worker id either, and is a copy');
 is($clone2->safe_psql('postgres', 'SELECT state, reason FROM snowflake_status'), 'held_copy|backup_label',
 	'and is held back as a copy');
 set_worker($clone2, 1);
-copy_until_own($clone2, 8, 'taken while its source had no worker id, then given it');
+copy_until_own($clone2, 8, 'taken while its source had no worker id, then given it', 1);
 $clone2->stop;
 
 # 3. A dump of the node of worker 1 restored into a cluster that runs with

@@ -1,6 +1,8 @@
 # A first day's mistakes get errors that say the fix, on servers set up as
 # README recommends (no snowflake in search_path): a worker id out of range
-# in postgresql.conf is refused to the client with its range; a call
+# in postgresql.conf is refused to the client with its range, the status
+# view says why the node is not ready, and README's fix (set it, reload)
+# works; a misspelt layout shows no layout in force; a call
 # without the schema, and one in a database without the extension, fail as
 # docs/troubleshooting.md says.  A default that generates IDs on a column
 # narrower than bigint is refused when declared (test/sql/defaults.sql), but
@@ -37,27 +39,71 @@ sub error
 	return $ret == 0 ? '' : $err;
 }
 
+# status(NODE): the view's state and reason, and its layout
+sub status
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT state || '/' || coalesce(reason, '') || ' ' || coalesce(layout, 'none') FROM snowflake.snowflake_status");
+}
+
 # 1. A worker id out of range, in postgresql.conf: the client is told the
-# range, not only the server log.
+# range, not only the server log, and the status view says so too; the
+# fix is README's, a reload.
 my $node = node('first', "snowflake.worker_id = 5000\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION snowflake');
 for my $call ('snowflake.snowflake_nextval()', 'snowflake.snowflake_worker_id()')
 {
 	like(error($node, "SELECT $call"),
-		qr/snowflake cannot generate IDs: snowflake.worker_id = '5000' was rejected at server start \(worker ids run from 0 to 1023 in the "shardingsphere" layout\)/,
+		qr/snowflake.worker_id = '5000' was rejected\nDETAIL:  Worker ids run from 0 to 1023 in the "shardingsphere" layout/,
 		"worker id 5000: $call names the range");
 }
+is(status($node), 'disabled/worker_id_rejected shardingsphere', '... and the view says it is not ready, and why');
 $node->append_conf('postgresql.conf', "snowflake.layout = 'javascript'\nsnowflake.worker_id = 100\n");
 $node->restart;
 like(error($node, 'SELECT snowflake.snowflake_nextval()'),
-	qr/snowflake.worker_id = '100' was rejected at server start \(worker ids run from 0 to 63 in the "javascript" layout\)/,
+	qr/snowflake.worker_id = '100' was rejected\nDETAIL:  Worker ids run from 0 to 63 in the "javascript" layout/,
 	'worker id 100 in the javascript layout: its range');
-$node->append_conf('postgresql.conf', "snowflake.layout = 'shardingsphere'\nsnowflake.worker_id = 7\n");
+$node->append_conf('postgresql.conf', "snowflake.layout = 'shardingsphere'\nsnowflake.worker_id = 5000\n");
+$node->restart;
+is(status($node), 'disabled/worker_id_rejected shardingsphere', 'rejected at start again');
+$node->safe_psql('postgres', 'ALTER SYSTEM SET snowflake.worker_id = 7');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+$node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake.snowflake_status")
+  or die 'the reload did not fix the worker id';
+is(error($node, 'SELECT snowflake.snowflake_nextval()'), '', 'set and reloaded, as README says, the node generates');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET snowflake.worker_id');
+
+# 2. A misspelt layout: no layout is in force, and the view does not show
+# the default as if it were; the fix is a restart, as the hint says.
+$node->append_conf('postgresql.conf', "snowflake.layout = 'shardingspere'\nsnowflake.worker_id = 7\n");
+$node->restart;
+my ($code, $words) = refusal($node, 'postgres', 'SELECT snowflake.snowflake_nextval()');
+is($code, 'F0000 layout_rejected', 'a misspelt layout: the call is refused, naming the layout');
+like($words, qr/snowflake.layout = 'shardingspere' was rejected at server start/, '... with the value given');
+is(status($node), 'disabled/layout_rejected none', '... and the view shows no layout in force');
+$node->append_conf('postgresql.conf', "snowflake.layout = 'shardingsphere'\n");
 $node->restart;
 is(error($node, 'SELECT snowflake.snowflake_nextval()'), '', 'fixed, the node generates');
+is(status($node), 'ready/ shardingsphere', '... and the view says ready');
 
-# 2. The schema left out, and the extension not created: PostgreSQL's
+# 3. No worker id at all: the view says not ready, and why.
+$node->append_conf('postgresql.conf', "snowflake.worker_id = -1\n");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT reason = 'worker_id_unset' FROM snowflake.snowflake_status")
+  or die 'the view did not say the worker id is unset';
+my ($unset, $unset_words) = refusal($node, 'postgres', 'SELECT snowflake.snowflake_nextval()');
+is($unset, '55S09', 'unset: the call is refused (55S09)');
+like($unset_words, qr/HINT:  Set snowflake.worker_id = 7 in postgresql.conf and reload/,
+	'... and the hint names the worker id the node ran as');
+$node->append_conf('postgresql.conf', "snowflake.worker_id = 7\n");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake.snowflake_status")
+  or die 'set again, the view did not say ready';
+is(error($node, 'SELECT snowflake.snowflake_nextval()'), '', 'set again and reloaded, it generates');
+
+# 4. The schema left out, and the extension not created: PostgreSQL's
 # errors, which Troubleshooting names with the fix.
 like(error($node, 'SELECT snowflake_nextval()'), qr/function snowflake_nextval\(\) does not exist/,
 	'a call without the schema');
@@ -74,7 +120,7 @@ ok(index($troubleshooting, 'too narrow for snowflake IDs') >= 0
 	  && index($troubleshooting, 'snowflake.snowflake_narrow_defaults()') >= 0,
 	'... and Troubleshooting names it, and the check');
 
-# 3. A schema that has such a column: loaded as a dump loads (so) and
+# 5. A schema that has such a column: loaded as a dump loads (so) and
 # dumped, it restores in both ways, saying what it found.
 $node->safe_psql('postgres', q{
 	SET check_function_bodies = off;
@@ -102,7 +148,7 @@ for my $how ('pg_restore', 'psql')
 		'... which the check lists');
 }
 
-# 4. The update from 1.1, where nothing refused it, says what it finds.
+# 6. The update from 1.1, where nothing refused it, says what it finds.
 $node->safe_psql('postgres', 'CREATE DATABASE old');
 $node->safe_psql('old', q{
 	CREATE EXTENSION snowflake VERSION '1.1';
@@ -126,7 +172,7 @@ like($err, qr/ERROR:  column "key" of relation public.legacy is of type integer,
 	'... but not its default written again');
 $node->stop;
 
-# 5. pg_upgrade carries such a schema over.
+# 7. pg_upgrade carries such a schema over.
 my $new = node('first_upgraded', "snowflake.worker_id = 7\n");
 pg_upgrade_ok($node, $new, 'pg_upgrade of a cluster with a column too narrow');
 $new->start;

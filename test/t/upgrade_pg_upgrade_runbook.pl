@@ -72,6 +72,19 @@ sub worker_is
 	return $node->poll_query_until('postgres', "SELECT snowflake.snowflake_worker_id() = $w");
 }
 
+# claimed_as(NODE, W, NAME): NODE moved to worker id W, which it claims
+# (a system that claimed one runs only under those it claimed), in force
+sub claimed_as
+{
+	my ($node, $w, $name) = @_;
+	$node->append_conf('postgresql.conf', "snowflake.worker_id = $w");
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('snowflake.worker_id') = '$w'")
+	  or return 0;
+	$node->safe_psql('postgres', "SELECT snowflake.snowflake_claim_worker('$name')");
+	return $node->poll_query_until('postgres', "SELECT snowflake.snowflake_worker_id() = $w");
+}
+
 # the old cluster: README's table, IDs, the claim; stopped cleanly.  It
 # ran as worker 5 before 3, and claimed both.
 my $old = node('old');
@@ -81,11 +94,10 @@ ok(worker_is($old, 5), 'the old cluster runs as worker 5');
 $old->safe_psql('postgres', q{
 	SELECT snowflake.snowflake_nextval();
 	SELECT snowflake.snowflake_claim_worker('old five');});
-ok(worker_is($old, 3), 'then as worker 3');
+ok(claimed_as($old, 3, 'old'), 'then as worker 3, claimed');
 $old->safe_psql('postgres', q{
 	CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake.snowflake_nextval(), item text);
-	INSERT INTO orders (item) SELECT 'item ' || n FROM generate_series(1, 1000) n;
-	SELECT snowflake.snowflake_claim_worker('old');});
+	INSERT INTO orders (item) SELECT 'item ' || n FROM generate_series(1, 1000) n;});
 my $old_max = $old->safe_psql('postgres', 'SELECT max(id) FROM orders');
 $old->stop;
 
@@ -147,8 +159,7 @@ $src->backup('copy');
 my $copy = PostgreSQL::Test::Cluster->new('copy');
 $copy->init_from_backup($src, 'copy');
 $copy->start;
-ok(worker_is($copy, 9), 'the copy, given worker 9 of its own, generates');
-$copy->safe_psql('postgres', q{SELECT snowflake.snowflake_claim_worker('copy')});
+ok(claimed_as($copy, 9, 'copy'), 'the copy, given worker 9 of its own and claiming it, generates');
 $copy->stop;
 my $up = node('copy_upgraded');
 pg_upgrade_ok($copy, $up, 'pg_upgrade of the copy');

@@ -1,15 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * state.h
- *	  The node's generator state in shared memory, and the interface of
- *	  mark.c, which owns it: setting it up, the durable reservation that
- *	  bounds it, the worker id in force.  generator.c reads and advances the
- *	  hot fields; nothing else touches them.
+ * mark.h
+ *	  The node's generator state in shared memory and the durable mark that
+ *	  bounds it: the interface of mark.c, which owns them (setting them up,
+ *	  the reservations, the worker id in force, the repair).  generator.c
+ *	  reads and advances the hot fields; nothing else touches them.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef SNOWFLAKE_STATE_H
-#define SNOWFLAKE_STATE_H
+#ifndef SNOWFLAKE_MARK_H
+#define SNOWFLAKE_MARK_H
 
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
@@ -90,7 +90,8 @@ typedef enum ReserveResult
 } ReserveResult;
 
 extern Size mark_shmem_size(void);
-extern void mark_shmem_init(void);
+extern void mark_shmem_init(bool recovered);
+extern int64 mark_last_id(void);
 extern ReserveResult mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
 extern void mark_keeper_start(bool legacy_failed);
 extern void mark_keeper_exit(void);
@@ -106,4 +107,4 @@ extern void mark_legacy_found(bool found, int64 mark);
 extern bool mark_legacy_may_drop(void);
 extern void mark_legacy_gone(void);
 
-#endif							/* SNOWFLAKE_STATE_H */
+#endif							/* SNOWFLAKE_MARK_H */
