@@ -1264,6 +1264,48 @@ COMMENT ON FUNCTION snowflake_mesh_lock(text, text, name) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_lock(text, text, name) FROM PUBLIC;
 
+-- whether this node takes part in the mesh both ways: it subscribes, and
+-- every node it subscribes to streams from a slot here.  A stream that
+-- restarts is given 5 s to come back, so that a member is not taken for
+-- a node outside the mesh.
+CREATE FUNCTION snowflake_mesh_member(publication name DEFAULT 'snowflake_mesh')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	me integer := @extschema@.snowflake_mesh_node(publication);
+	sys bigint := (SELECT c.system_identifier FROM pg_control_system() c);
+	subs integer;
+	streaming integer;
+BEGIN
+	FOR i IN 1 .. 50 LOOP
+		SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT FROM pg_replication_slots r
+														 WHERE r.slot_name = format('%s_w%s_to_w%s', snowflake_mesh_member.publication, me, o.from_worker)
+														   AND r.active))
+		INTO subs, streaming
+		FROM @extschema@.snowflake_mesh_objects o JOIN pg_subscription s ON s.oid = o.object
+		WHERE o.publication = snowflake_mesh_member.publication AND o.kind = 'subscription'
+		  AND o.system_identifier = sys;
+		-- (no subscription, or a slot missing for one: no stream comes back)
+		IF subs = 0 OR streaming = subs
+		   OR EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+					  WHERE o.publication = snowflake_mesh_member.publication AND o.kind = 'subscription'
+						AND o.system_identifier = sys
+						AND NOT EXISTS (SELECT FROM pg_replication_slots r
+										WHERE r.slot_name = format('%s_w%s_to_w%s', snowflake_mesh_member.publication, me, o.from_worker))) THEN
+			EXIT;
+		END IF;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+	RETURN subs > 0 AND streaming = subs;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_member(name) IS
+'internal: whether this node subscribes in the mesh and every node it subscribes to streams from a slot here';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_member(name) FROM PUBLIC;
+
 CREATE FUNCTION snowflake_mesh_unlock(run text, publication name DEFAULT 'snowflake_mesh')
 RETURNS text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -1272,13 +1314,12 @@ AS $$
 DECLARE
 	key integer := hashtext(publication);
 	mine boolean;
+	member boolean;
 	ended text;
-	t regclass;
+	f record;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	mine := EXISTS (SELECT FROM pg_locks l
-					WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.objsubid = 2
-					  AND l.classid = 1397640531::oid AND l.objid = (key::bigint & 4294967295)::oid);
+	mine := @extschema@.snowflake_mesh_holding(1397640531, key);
 	-- a change left unfinished is cleared only while no session runs one
 	IF run IS NULL AND NOT mine THEN
 		IF NOT pg_try_advisory_lock(1397640531, key) THEN
@@ -1295,20 +1336,23 @@ BEGIN
 	  AND (snowflake_mesh_unlock.run IS NULL OR c.run = snowflake_mesh_unlock.run)
 	RETURNING c.change INTO ended;
 	IF run IS NULL THEN
-		-- the holds an add-table left on its tables go too, and the fences
-		-- of a join or a leave that did not finish (a node that left keeps
-		-- its fence: snowflake_mesh_unfence())
-		FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
+		-- the holds a change left on its tables go
+		FOR f IN SELECT DISTINCT tg.tgrelid::regclass AS tbl FROM pg_trigger tg
 				 WHERE tg.tgname = 'snowflake_mesh_hold'
-				   AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure
-				   AND tg.tgparentid = 0 LOOP
-			EXECUTE format('DROP TRIGGER snowflake_mesh_hold ON %s', t);
+				   AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure LOOP
+			PERFORM @extschema@.snowflake_mesh_release(f.tbl);
 		END LOOP;
-		FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
-				 WHERE tg.tgname = 'snowflake_mesh_fence'
-				   AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure
-				   AND tg.tgargs <> convert_to('left', 'SQL_ASCII') || '\x00'::bytea LOOP
-			EXECUTE format('DROP TRIGGER snowflake_mesh_fence ON %s', t);
+		-- the fences of a join or a leave that did not finish: what the
+		-- node is decides.  A member both ways takes writes again; any
+		-- other keeps refusing them, as a node that left or whose join was
+		-- taken back (its writes would reach no member, or not all)
+		member := @extschema@.snowflake_mesh_member(publication);
+		FOR f IN SELECT * FROM @extschema@.snowflake_mesh_fences() x WHERE x.why IN ('join', 'leave') LOOP
+			IF member THEN
+				EXECUTE format('DROP TRIGGER snowflake_mesh_fence ON %s', f.tbl);
+			ELSE
+				PERFORM @extschema@.snowflake_mesh_fence(f.tbl, CASE f.why WHEN 'join' THEN 'failed' ELSE 'left' END);
+			END IF;
 		END LOOP;
 	END IF;
 	IF mine THEN
@@ -1318,7 +1362,7 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_unlock(text, name) IS
-'ends this run''s change of the mesh on this node and drops its lock; with run NULL, clears a change left unfinished, with its holds and fences';
+'ends this run''s change of the mesh on this node and drops its lock; with run NULL, clears a change left unfinished: its holds go, and its fences go only where the node is a member both ways';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_unlock(text, name) FROM PUBLIC;
 
@@ -1503,21 +1547,37 @@ REVOKE ALL ON FUNCTION snowflake_mesh_digest(regclass) FROM PUBLIC;
 
 -- the worker ids that the IDs in a mesh table carry, in the columns whose
 -- default is the extension's generator: a worker id no member claims
--- there was used by a node without a claim.  NULL where there is no such
--- column, or one holds a key beyond the layout's IDs (supplied by a
--- client).
-CREATE FUNCTION snowflake_mesh_workers(tbl regclass)
+-- there was used by a node without a claim.  Only IDs from the time of the
+-- first claim this node holds on (or from since) count: a key below it is
+-- no ID the mesh's nodes issued in the layout in force (the values a
+-- converted sequence left, below the floor snowflake_convert_column()
+-- kept them under; a small key a client supplied), whatever worker id it
+-- would decode to.  The bound is a range of the key, which its index
+-- answers.  NULL where there is no such column, or one holds a key beyond
+-- the layout's IDs (supplied by a client).
+CREATE FUNCTION snowflake_mesh_workers(tbl regclass, since timestamptz DEFAULT NULL)
 RETURNS integer[]
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	caller text := current_setting('role');
 	owner name := @extschema@.snowflake_mesh_reader(tbl);
+	first timestamptz := coalesce(since, (SELECT min(w.claimed_at) FROM @extschema@.snowflake_workers w));
+	floor_id bigint := 1;
 	ids text;
 	workers integer[];
 BEGIN
-	SELECT string_agg(format('(r.%I)', at.attname), ', ' ORDER BY at.attnum)
+	IF first IS NOT NULL THEN
+		BEGIN
+			floor_id := @extschema@.snowflake_from_timestamp(first);
+		EXCEPTION WHEN datetime_field_overflow THEN
+			-- (a time the layout does not cover: every key counts)
+			floor_id := 1;
+		END;
+	END IF;
+	SELECT string_agg(format('SELECT (@extschema@.snowflake_decode(r.%1$I)).worker_id AS w FROM %2$s r WHERE r.%1$I >= $1',
+							 at.attname, tbl), ' UNION ')
 	INTO ids
 	FROM pg_attribute at JOIN pg_attrdef ad ON ad.adrelid = at.attrelid AND ad.adnum = at.attnum
 	WHERE at.attrelid = tbl AND at.attnum > 0 AND NOT at.attisdropped
@@ -1532,9 +1592,8 @@ BEGIN
 	END IF;
 	PERFORM set_config('role', owner, true);
 	BEGIN
-		EXECUTE format('SELECT coalesce(array_agg(w ORDER BY w), ''{}'') FROM (SELECT DISTINCT (@extschema@.snowflake_decode(v.id)).worker_id AS w'
-					   ' FROM %s r, LATERAL (VALUES %s) v(id) WHERE v.id > 0) s', tbl, ids)
-		INTO workers;
+		EXECUTE format('SELECT coalesce(array_agg(DISTINCT w ORDER BY w), ''{}'') FROM (%s) s', ids)
+		INTO workers USING floor_id;
 	EXCEPTION WHEN numeric_value_out_of_range THEN
 		workers := NULL;
 	END;
@@ -1542,10 +1601,10 @@ BEGIN
 	RETURN workers;
 END $$;
 
-COMMENT ON FUNCTION snowflake_mesh_workers(regclass) IS
-'the worker ids of the IDs a mesh table''s generated keys hold, read as its owner';
+COMMENT ON FUNCTION snowflake_mesh_workers(regclass, timestamptz) IS
+'the worker ids of the IDs a mesh table''s generated keys hold, from the first claim''s time (or since) on, read as its owner';
 
-REVOKE ALL ON FUNCTION snowflake_mesh_workers(regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_mesh_workers(regclass, timestamptz) FROM PUBLIC;
 
 -- the mesh's publication: made with the tables named and
 -- snowflake_workers, or the tables named added to it; inserts, updates
@@ -1630,11 +1689,17 @@ COMMENT ON FUNCTION snowflake_mesh_unpublish(text[], name) IS
 REVOKE ALL ON FUNCTION snowflake_mesh_unpublish(text[], name) FROM PUBLIC;
 
 --
--- A table joins the mesh held: its writers wait while every publication
--- and every subscription takes it, so that no row is written where a
--- subscription would skip it.  The hold is this session's advisory lock;
--- a writer takes it shared in a trigger that logical replication's apply
--- does not fire.
+-- Holds: writes wait.  A table joins the mesh held, its writers waiting
+-- while every publication and every subscription takes it, so that no row
+-- is written where a subscription would skip it.  And every table of the
+-- mesh is held on every member while a change of membership switches
+-- streams or reads the members' counters: the writers wait while
+-- replication's apply goes on, so that every member catches up with every
+-- other, and no stream starts behind another with a backlog whose changes
+-- could then arrive before the rows they change.  A hold is an advisory
+-- lock of the helper's session (1397640532 and the table, or 1397640533
+-- and the mesh); a writer takes it shared, once a statement, in a trigger
+-- that logical replication's apply does not fire.
 --
 CREATE FUNCTION snowflake_mesh_held()
 RETURNS trigger
@@ -1642,15 +1707,47 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	PERFORM pg_advisory_xact_lock_shared(1397640532, (TG_RELID::bigint - 2147483648)::integer);
-	RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+	PERFORM pg_advisory_xact_lock_shared(TG_ARGV[0]::integer, TG_ARGV[1]::integer);
+	RETURN NULL;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_held() IS
-'trigger: a write to a table being added to the mesh waits until every node has it in the mesh';
+'trigger: a write waits while a change of the mesh holds the table';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_held() FROM PUBLIC;
 
+-- the hold's trigger on the table and on each of its partitions, taking
+-- the lock key1, key2; the trigger's lock waits for the writes under way
+CREATE FUNCTION snowflake_mesh_hold_on(tbl regclass, key1 integer, key2 integer)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	part regclass;
+BEGIN
+	PERFORM @extschema@.snowflake_mesh_reader(tbl);
+	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
+	FOR part IN SELECT tbl UNION SELECT p.relid FROM pg_partition_tree(tbl) p LOOP
+		-- a trigger of that name that is not ours would leave writes unheld
+		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = 'snowflake_mesh_hold'
+				   AND t.tgfoid <> '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
+			RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_hold" of its own', part
+				USING ERRCODE = 'duplicate_object',
+					  HINT = 'Rename that trigger on this node.';
+		END IF;
+		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_hold ON %s', part);
+		EXECUTE format('CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT OR UPDATE OR DELETE ON %s '
+					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_held(%L, %L)', part, key1, key2);
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_hold_on(regclass, integer, integer) IS
+'internal: the trigger that makes writes to the table and its partitions wait while the advisory lock key1, key2 is held';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_hold_on(regclass, integer, integer) FROM PUBLIC;
+
+-- a table being added: held at once, by this session
 CREATE FUNCTION snowflake_mesh_hold(tbl regclass)
 RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -1659,25 +1756,18 @@ AS $$
 DECLARE
 	key integer := (tbl::oid::bigint - 2147483648)::integer;
 BEGIN
-	PERFORM @extschema@.snowflake_mesh_reader(tbl);
 	IF NOT pg_try_advisory_lock(1397640532, key) THEN
 		RAISE EXCEPTION 'table % is held by another session', tbl
 			USING ERRCODE = 'lock_not_available',
 				  DETAIL = format('Its hold is taken by %s.',
 								  coalesce(@extschema@.snowflake_mesh_holders(1397640532, key), 'a session that just ended'));
 	END IF;
-	-- a trigger of that name that is not ours would leave writes unheld
-	IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold'
-			   AND t.tgfoid <> '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
+	BEGIN
+		PERFORM @extschema@.snowflake_mesh_hold_on(tbl, 1397640532, key);
+	EXCEPTION WHEN OTHERS THEN
 		PERFORM pg_advisory_unlock(1397640532, key);
-		RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_hold" of its own', tbl
-			USING ERRCODE = 'duplicate_object',
-				  HINT = 'Rename that trigger on this node.';
-	END IF;
-	IF NOT EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold') THEN
-		EXECUTE format('CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT OR UPDATE OR DELETE ON %s '
-					   'FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_mesh_held()', tbl);
-	END IF;
+		RAISE;
+	END;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_hold(regclass) IS
@@ -1685,22 +1775,124 @@ COMMENT ON FUNCTION snowflake_mesh_hold(regclass) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_hold(regclass) FROM PUBLIC;
 
-CREATE FUNCTION snowflake_mesh_release(tbl regclass)
+-- a table of the mesh, armed: its writes wait whenever a session holds
+-- the mesh's writes (snowflake_mesh_hold_writes()).  One table at a time,
+-- each in a transaction of its own, so that the trigger's lock never
+-- waits for one table's writers while it keeps another's waiting.
+CREATE FUNCTION snowflake_mesh_arm(tbl regclass, publication name DEFAULT 'snowflake_mesh')
 RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-	-- the writers waiting go on first; the trigger's drop waits for them
-	PERFORM pg_advisory_unlock(1397640532, (tbl::oid::bigint - 2147483648)::integer);
-	IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = tbl AND t.tgname = 'snowflake_mesh_hold'
-			   AND t.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
-		EXECUTE format('DROP TRIGGER snowflake_mesh_hold ON %s', tbl);
+	PERFORM @extschema@.snowflake_mesh_node(publication);
+	PERFORM @extschema@.snowflake_mesh_hold_on(tbl, 1397640533, hashtext(publication));
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_arm(regclass, name) IS
+'makes writes to the table wait whenever a session holds the mesh''s writes';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_arm(regclass, name) FROM PUBLIC;
+
+-- the mesh's writes held on this node, by this session: waits for the
+-- writes under way, at most timeout, each try shorter than
+-- deadlock_timeout (a writer that waits for the hold while another waits
+-- for it is left alone); one that gives up ends with SQLSTATE SM001
+CREATE FUNCTION snowflake_mesh_hold_writes(timeout interval DEFAULT '300 s', publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	key integer := hashtext(publication);
+	deadline timestamptz := clock_timestamp() + timeout;
+	try text := greatest(10, least(200, 500 * extract(epoch FROM current_setting('deadlock_timeout')::interval)))::integer::text;
+BEGIN
+	PERFORM @extschema@.snowflake_mesh_node(publication);
+	IF @extschema@.snowflake_mesh_holding(1397640533, key) THEN
+		RETURN;
 	END IF;
+	LOOP
+		BEGIN
+			-- (a setting made in a block that fails goes with it)
+			PERFORM set_config('lock_timeout', try, true);
+			PERFORM pg_advisory_lock(1397640533, key);
+			RETURN;
+		EXCEPTION WHEN lock_not_available THEN
+			IF clock_timestamp() > deadline THEN
+				RAISE EXCEPTION 'gave up after % waiting for the writes under way to end', timeout
+					USING ERRCODE = 'SM001',
+						  DETAIL = format('Writes of the mesh''s tables are under way in %s.',
+										  coalesce(@extschema@.snowflake_mesh_holders(1397640533, key), 'sessions that just ended')),
+						  HINT = 'A transaction that stays open after it wrote a table of the mesh keeps the change waiting.';
+			END IF;
+		END;
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_hold_writes(interval, name) IS
+'makes the writes of the mesh''s armed tables on this node wait, once those under way ended, until snowflake_mesh_release_writes() in this session';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_hold_writes(interval, name) FROM PUBLIC;
+
+-- whether this session holds the advisory lock key1, key2
+CREATE FUNCTION snowflake_mesh_holding(key1 integer, key2 integer)
+RETURNS boolean
+LANGUAGE sql VOLATILE STRICT PARALLEL RESTRICTED
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT EXISTS (SELECT FROM pg_locks l
+				   WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.objsubid = 2 AND l.granted
+					 AND l.classid = (key1::bigint & 4294967295)::oid AND l.objid = (key2::bigint & 4294967295)::oid)
+$$;
+
+COMMENT ON FUNCTION snowflake_mesh_holding(integer, integer) IS
+'internal: whether this session holds an advisory lock';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_holding(integer, integer) FROM PUBLIC;
+
+CREATE FUNCTION snowflake_mesh_release_writes(publication name DEFAULT 'snowflake_mesh')
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	PERFORM @extschema@.snowflake_mesh_node(publication);
+	WHILE @extschema@.snowflake_mesh_holding(1397640533, hashtext(publication)) LOOP
+		PERFORM pg_advisory_unlock(1397640533, hashtext(publication));
+	END LOOP;
+END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_release_writes(name) IS
+'lets the writes that snowflake_mesh_hold_writes() made wait go on';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_release_writes(name) FROM PUBLIC;
+
+-- a table's hold, or an armed table, undone: the writers waiting on this
+-- session's hold of the table go on first, the triggers' drop waits for
+-- them
+CREATE FUNCTION snowflake_mesh_release(tbl regclass)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	key integer := (tbl::oid::bigint - 2147483648)::integer;
+	t regclass;
+BEGIN
+	IF @extschema@.snowflake_mesh_holding(1397640532, key) THEN
+		PERFORM pg_advisory_unlock(1397640532, key);
+	END IF;
+	FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
+			 WHERE tg.tgname = 'snowflake_mesh_hold'
+			   AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure
+			   AND (tg.tgrelid = tbl OR tg.tgrelid IN (SELECT p.relid FROM pg_partition_tree(tbl) p)) LOOP
+		EXECUTE format('DROP TRIGGER snowflake_mesh_hold ON %s', t);
+	END LOOP;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_release(regclass) IS
-'lets the writes that snowflake_mesh_hold() made wait go on';
+'lets the writes to the table go on: ends this session''s hold of it, and drops the triggers of any hold there';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_release(regclass) FROM PUBLIC;
 
@@ -1709,9 +1901,12 @@ REVOKE ALL ON FUNCTION snowflake_mesh_release(regclass) FROM PUBLIC;
 -- A node's tables refuse writes while it joins the mesh (its rows come
 -- from the mesh, and a write accepted there would be lost if the join were
 -- taken back), while it leaves (every member must have every row it
--- wrote), and once it has left (a row written there would reach no
--- member).  The fence is a statement trigger on the table and on each of
--- its partitions, which logical replication's apply does not fire.
+-- wrote), once it has left, and once a join of it was taken back (a row
+-- written there would reach no member).  The fence is a statement trigger
+-- on the table and on each of its partitions, which logical replication's
+-- apply does not fire.  A node that left or whose join was taken back
+-- lets TRUNCATE through, which empties it before it joins again (the
+-- mesh never carries a TRUNCATE).
 --
 CREATE FUNCTION snowflake_mesh_fenced()
 RETURNS trigger
@@ -1731,17 +1926,42 @@ BEGIN
 			USING ERRCODE = 'SM002',
 				  DETAIL = 'Every member receives every row this node wrote before it leaves.',
 				  HINT = 'Write on a member that stays in the mesh.';
+	ELSIF TG_ARGV[0] = 'failed' THEN
+		RAISE EXCEPTION 'table % takes no writes: a join of its node was taken back', tbl
+			USING ERRCODE = 'SM002',
+				  DETAIL = 'A row written here would reach no member.',
+				  HINT = 'Write on a member of the mesh.  Empty the mesh''s tables here (TRUNCATE) and join the node again; to use the table on this node alone, SELECT snowflake.snowflake_mesh_unfence() there.';
 	END IF;
 	RAISE EXCEPTION 'table % takes no writes: its node left the mesh', tbl
 		USING ERRCODE = 'SM002',
 			  DETAIL = 'A row written here would reach no member.',
-			  HINT = 'Write on a member of the mesh; to use the table on this node alone, SELECT snowflake.snowflake_mesh_unfence() there.';
+			  HINT = 'Write on a member of the mesh.  To join the node again, empty the mesh''s tables here (TRUNCATE); to use the table on this node alone, SELECT snowflake.snowflake_mesh_unfence() there.';
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_fenced() IS
-'trigger: refuses a write to a table of a node that joins the mesh, leaves it, or left it';
+'trigger: refuses a write to a table of a node that joins the mesh, leaves it, left it, or whose join was taken back';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_fenced() FROM PUBLIC;
+
+-- the fences on this node: the table or partition, why, and whether its
+-- trigger fires for this node's writes
+CREATE FUNCTION snowflake_mesh_fences()
+RETURNS TABLE (tbl regclass, why text, enabled boolean)
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT tg.tgrelid::regclass,
+		   convert_from(substring(tg.tgargs FROM 1 FOR position('\x00'::bytea IN tg.tgargs) - 1), 'SQL_ASCII'),
+		   tg.tgenabled IN ('O', 'A')
+	FROM pg_trigger tg
+	WHERE tg.tgname = 'snowflake_mesh_fence' AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure
+	ORDER BY 1
+$$;
+
+COMMENT ON FUNCTION snowflake_mesh_fences() IS
+'internal: the tables and partitions fenced on this node, why, and whether the fence fires';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_fences() FROM PUBLIC;
 
 CREATE FUNCTION snowflake_mesh_fence(tbl regclass, why text)
 RETURNS void
@@ -1751,10 +1971,10 @@ AS $$
 DECLARE
 	part regclass;
 BEGIN
-	IF why NOT IN ('join', 'leave', 'left') THEN
+	IF why NOT IN ('join', 'leave', 'left', 'failed') THEN
 		RAISE EXCEPTION 'invalid fence "%"', why
 			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'A fence is for a join, a leave, or a node that left: join, leave or left.';
+				  HINT = 'A fence is for a join, a leave, a node that left, or one whose join was taken back: join, leave, left or failed.';
 	END IF;
 	PERFORM @extschema@.snowflake_mesh_reader(tbl);
 	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
@@ -1769,13 +1989,14 @@ BEGIN
 		-- the trigger's lock waits for the writes under way: once it is
 		-- made, every write that was accepted is committed
 		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_fence ON %s', part);
-		EXECUTE format('CREATE TRIGGER snowflake_mesh_fence BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
-					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_fenced(%L)', part, why);
+		EXECUTE format('CREATE TRIGGER snowflake_mesh_fence BEFORE INSERT OR UPDATE OR DELETE%s ON %s '
+					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_fenced(%L)',
+					   CASE WHEN why IN ('join', 'leave') THEN ' OR TRUNCATE' ELSE '' END, part, why);
 	END LOOP;
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_fence(regclass, text) IS
-'makes the table and its partitions refuse writes, for a join, a leave, or a node that left the mesh';
+'makes the table and its partitions refuse writes, for a join, a leave, a node that left the mesh, or one whose join was taken back';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_fence(regclass, text) FROM PUBLIC;
 
@@ -1788,12 +2009,9 @@ DECLARE
 	t regclass;
 	n integer := 0;
 BEGIN
-	FOR t IN SELECT tg.tgrelid::regclass FROM pg_trigger tg
-			 WHERE tg.tgname = 'snowflake_mesh_fence'
-			   AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure
-			   AND (snowflake_mesh_unfence.tbl IS NULL
-					OR tg.tgrelid = snowflake_mesh_unfence.tbl
-					OR tg.tgrelid IN (SELECT p.relid FROM pg_partition_tree(snowflake_mesh_unfence.tbl) p)) LOOP
+	FOR t IN SELECT f.tbl FROM @extschema@.snowflake_mesh_fences() f
+			 WHERE snowflake_mesh_unfence.tbl IS NULL OR f.tbl = snowflake_mesh_unfence.tbl
+				OR f.tbl IN (SELECT p.relid FROM pg_partition_tree(snowflake_mesh_unfence.tbl) p) LOOP
 		EXECUTE format('DROP TRIGGER snowflake_mesh_fence ON %s', t);
 		n := n + 1;
 	END LOOP;
@@ -2386,6 +2604,16 @@ BEGIN
 						   CASE WHEN r.no_identity <> r.rel::regclass::text THEN format(' (its partition %s)', r.no_identity) ELSE '' END),
 					'shape', me, NULL::text[];
 			END IF;
+			-- a trigger of the table's owner that fires for the rows the
+			-- apply writes can change or drop them on this node alone
+			RETURN QUERY SELECT 'hint', 'table ' || r.tbl,
+				format('has trigger %I enabled %s on %s: it fires for the rows replication applies here, and if it changes or drops them the members differ',
+					   tg.tgname, CASE tg.tgenabled WHEN 'A' THEN 'ALWAYS' ELSE 'REPLICA' END, tg.tgrelid::regclass),
+				NULL::text, me, NULL::text[]
+				FROM pg_trigger tg
+				WHERE tg.tgenabled IN ('A', 'R') AND NOT tg.tgisinternal
+				  AND tg.tgrelid IN (SELECT r.rel UNION SELECT p.relid FROM pg_partition_tree(r.rel) p)
+				  AND r.rel <> '@extschema@.snowflake_workers'::regclass;
 			IF r.relkind = 'p' AND NOT pub.pubviaroot THEN
 				RETURN QUERY SELECT 'fault', 'publication ' || pub.pubname,
 					format('publishes the partitions of %s apart (publish_via_partition_root is off): ALTER PUBLICATION %I SET (publish_via_partition_root = true)', r.tbl, pub.pubname),
@@ -2547,19 +2775,19 @@ BEGIN
 		END IF;
 	END IF;
 	RETURN QUERY SELECT 'fault', 'table ' || tg.tgrelid::regclass::text,
-		'is held by an add-table that did not finish: its writes wait while a session holds the hold, or pay for a trigger', 'shape',
-		me, NULL::text[]
-		FROM pg_trigger tg
-		WHERE tg.tgname = 'snowflake_mesh_hold' AND tg.tgparentid = 0
-		  AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure;
-	RETURN QUERY SELECT 'fault', 'table ' || tg.tgrelid::regclass::text,
-		CASE convert_from(substring(tg.tgargs FROM 1 FOR position('\x00'::bytea IN tg.tgargs) - 1), 'SQL_ASCII')
-			WHEN 'left' THEN 'refuses writes: this node left the mesh (SELECT snowflake.snowflake_mesh_unfence() lets it write alone)'
-			ELSE 'refuses writes: a join or a leave of this node did not finish (snowflake-mesh abort or unlock)' END,
+		'is held by a change of the mesh: its writes wait while the change holds them, and pay for a trigger (snowflake-mesh abort or unlock, if the change did not finish)',
 		'shape', me, NULL::text[]
 		FROM pg_trigger tg
-		WHERE tg.tgname = 'snowflake_mesh_fence'
-		  AND tg.tgfoid = '@extschema@.snowflake_mesh_fenced()'::regprocedure;
+		WHERE tg.tgname = 'snowflake_mesh_hold' AND tg.tgfoid = '@extschema@.snowflake_mesh_held()'::regprocedure;
+	RETURN QUERY SELECT 'fence', f.tbl::text, f.why, NULL::text, me, NULL::text[] FROM @extschema@.snowflake_mesh_fences() f;
+	RETURN QUERY SELECT 'fault', 'table ' || f.tbl::text,
+		CASE f.why
+			WHEN 'left' THEN 'refuses writes: this node left the mesh (SELECT snowflake.snowflake_mesh_unfence() lets it write alone)'
+			WHEN 'failed' THEN 'refuses writes: a join of this node was taken back (empty its tables and join it again, or SELECT snowflake.snowflake_mesh_unfence() to let it write alone)'
+			ELSE 'refuses writes: a join or a leave of this node is under way or did not finish (snowflake-mesh abort or unlock)' END
+		|| CASE WHEN f.enabled THEN '' ELSE ', but its fence''s trigger is disabled: it takes writes all the same' END,
+		'shape', me, NULL::text[]
+		FROM @extschema@.snowflake_mesh_fences() f;
 	IF NOT current_setting('track_commit_timestamp')::boolean THEN
 		RETURN QUERY SELECT 'hint', 'track_commit_timestamp', 'is off: a row updated on two nodes at once is not detected',
 			NULL::text, me, NULL::text[];

@@ -96,8 +96,12 @@ sub mesh_finish
 {
 	my ($r) = @_;
 	$r->{h}->finish;
-	# a helper killed by a signal has no exit code: never take it for 0
-	my $rc = ($? & 127) ? 128 + ($? & 127) : $? >> 8;
+	# the child's own result, as the harness recorded it when it reaped
+	# it: $? says nothing once mesh_running's pump has reaped the child
+	# first.  A helper killed by a signal has no exit code: never take it
+	# for 0
+	my $res = $r->{h}->full_result(0);
+	my $rc = ($res & 127) ? 128 + ($res & 127) : $res >> 8;
 	return ($rc, ${ $r->{out} }, ${ $r->{err} });
 }
 
@@ -112,7 +116,7 @@ sub mesh_locks_gone
 	{
 		$n->poll_query_until('postgres', q{
 			SELECT NOT EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'advisory'
-							   AND l.classid IN (1397640531, 1397640532))})
+							   AND l.classid IN (1397640531, 1397640532, 1397640533))})
 		  or die 'a session of a killed helper still holds the mesh\'s lock on ' . $n->name;
 	}
 	return;

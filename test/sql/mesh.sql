@@ -129,6 +129,12 @@ SELECT snowflake_mesh_workers('mesh_g') AS none_yet, snowflake_mesh_workers('mes
 INSERT INTO mesh_g (other) VALUES (1), (2);
 INSERT INTO mesh_g (id) SELECT id + (1 << 12) FROM mesh_g WHERE other = 1;
 SELECT snowflake_mesh_workers('mesh_g') AS workers;
+-- a key below the time of the first claim (a value a converted sequence
+-- left) is no ID of the layout: whatever worker id it decodes to, it counts
+-- for none (with no claim, as here, every key counts)
+INSERT INTO mesh_g (id) VALUES (1);
+SELECT snowflake_mesh_workers('mesh_g') AS every_key,
+	snowflake_mesh_workers('mesh_g', now() - interval '1 day') AS keys_since;
 DROP TABLE mesh_g;
 CREATE VIEW mesh_v AS SELECT * FROM mesh_t;
 SELECT snowflake_mesh_empty('mesh_v');
@@ -224,13 +230,24 @@ SELECT snowflake_mesh_fence('mesh_u', 'left');
 DELETE FROM mesh_u;
 SELECT name, detail, class FROM snowflake_mesh_state() WHERE kind = 'fault' ORDER BY 2;
 SELECT snowflake_mesh_fence('mesh_u', 'elsewhere');
--- unlock clears the fence of a change that did not finish, not a left node's
+-- unlock keeps a left node's fence; the fence of a join or a leave that
+-- did not finish goes only on a member both ways: this node, which is
+-- none, keeps refusing writes (a join's as one taken back), TRUNCATE aside
 SELECT snowflake_mesh_unlock(NULL);
-SELECT count(*) AS fences FROM pg_trigger WHERE tgname = 'snowflake_mesh_fence';
+SELECT tbl, why FROM snowflake_mesh_fences();
 SELECT snowflake_mesh_unfence() AS unfenced;
 SELECT snowflake_mesh_fence('mesh_u', 'leave');
 SELECT snowflake_mesh_unlock(NULL);
-SELECT count(*) AS fences FROM pg_trigger WHERE tgname = 'snowflake_mesh_fence';
+SELECT tbl, why FROM snowflake_mesh_fences();
+SELECT snowflake_mesh_unfence() AS unfenced;
+SELECT snowflake_mesh_fence('mesh_u', 'join');
+SELECT snowflake_mesh_unlock(NULL);
+SELECT tbl, why FROM snowflake_mesh_fences();
+\set VERBOSITY sqlstate
+INSERT INTO mesh_u VALUES (3);
+\set VERBOSITY default
+TRUNCATE mesh_u;
+SELECT snowflake_mesh_unfence() AS unfenced;
 DELETE FROM mesh_u;
 
 -- what there is not

@@ -433,6 +433,15 @@ is(join(',', map { $_->safe_psql('postgres', "SELECT count(*) FROM events WHERE 
 	'60,60,60', 'the rows node 4 accepted, once it was a member, reached every node');
 status_whole('a node joined and one left', @nodes);
 
+# a join of the node that left, refused (its tables are not empty), keeps
+# its fence: a row written there would still reach no member (SM002)
+($rc, $out, $err) = mesh('join', conn($left), map { conn($_) } @nodes);
+is($rc, 1, 'a join of the node that left, not emptied: refused');
+my ($fout, $ferr) = ('', '');
+$left->psql('postgres', "\\set VERBOSITY sqlstate\nINSERT INTO events (node, payload) VALUES (3, 'after a refused join')",
+	stdout => \$fout, stderr => \$ferr);
+like($ferr, qr/\bSM002\b/, 'and the node that left still refuses writes');
+
 # status sees a subscription disabled, and a node down, and still reports
 # every node it reaches
 $nodes[1]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w1 DISABLE');

@@ -229,6 +229,21 @@ is($new->safe_psql('postgres', "SELECT count(*) FROM events WHERE payload = 'dur
 	'every row written during the join is on the new node');
 status_whole('the join retried', @nodes);
 
+# a join whose new node does not end with what its source holds (a
+# trigger of its own drops the rows of even id that its apply writes)
+# fails and is taken back; the members stay whole
+my $lossy = node(6);
+$lossy->safe_psql('postgres', q{
+	CREATE FUNCTION drop_even() RETURNS trigger LANGUAGE plpgsql
+	AS $$BEGIN RETURN CASE WHEN NEW.id % 2 = 0 THEN NULL ELSE NEW END; END$$;
+	CREATE TRIGGER drop_even BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION drop_even();
+	ALTER TABLE events ENABLE ALWAYS TRIGGER drop_even});
+($rc, $out, $err) = mesh('join', conn($lossy), map { conn($_) } @nodes);
+is($rc, 1, 'a join whose new node lost rows fails') or diag("stdout: $out\nstderr: $err");
+is($lossy->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0', 'and is taken back');
+status_whole('the join that lost rows taken back', @nodes);
+$lossy->stop;
+
 # a node whose worker id another system claimed in the mesh (a node that
 # left keeps its claim) is refused before anything is made, even when it
 # claimed and issued IDs first: its IDs never meet the mesh's
