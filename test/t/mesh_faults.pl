@@ -240,6 +240,7 @@ $lossy->safe_psql('postgres', q{
 	ALTER TABLE events ENABLE ALWAYS TRIGGER drop_even});
 ($rc, $out, $err) = mesh('join', conn($lossy), map { conn($_) } @nodes);
 is($rc, 1, 'a join whose new node lost rows fails') or diag("stdout: $out\nstderr: $err");
+note("the helper said: $err");
 is($lossy->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription'), '0', 'and is taken back');
 status_whole('the join that lost rows taken back', @nodes);
 $lossy->stop;

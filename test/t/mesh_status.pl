@@ -193,8 +193,15 @@ $n[0]->safe_psql('postgres', "SELECT snowflake.snowflake_mesh_lock('leave of wor
 ($rc, $out, $err) = status();
 is($rc, 6, 'a change left unfinished: exit 6') or diag("$out\n$err");
 like($err, qr/worker 1: change leave of worker 3, run gone, since [^,]*, was not finished/, 'and names it');
+# what a killed change leaves besides: a subscription it stopped, a hold
+# on a table; unlock leaves the member writing and applying
+$n[0]->safe_psql('postgres', 'ALTER SUBSCRIPTION snowflake_mesh_from_w2 DISABLE');
+$n[0]->safe_psql('postgres', "SELECT snowflake.snowflake_mesh_arm('events')");
 ($rc, $out, $err) = mesh('unlock', conn($n[0]));
 is($rc, 0, 'unlock clears it') or diag("$out\n$err");
+is($n[0]->safe_psql('postgres', q{SELECT count(*) FROM pg_trigger WHERE tgname = 'snowflake_mesh_hold'})
+	  . $n[0]->safe_psql('postgres', q{SELECT count(*) FROM pg_subscription WHERE NOT subenabled}),
+	'00', 'with the hold and the stopped subscription');
 whole('the record cleared');
 
 # 6: each configuration of a member that drops changes, and its repair.
