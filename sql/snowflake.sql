@@ -334,7 +334,8 @@ COMMENT ON FUNCTION snowflake_deobfuscate(bigint, bigint) IS
 -- IDs as text (text.c), for APIs and browsers that cannot hold a 64-bit
 -- number.  Base32 (Crockford's digits, 13 of them, written in lower case,
 -- read in either case) and base62 (11 digits, 0-9A-Za-z): numbers of fixed
--- width that sort as the IDs do, both ways, with an optional type prefix
+-- width that sort as the IDs do byte-wise (COLLATE "C"; many languages'
+-- collations do not keep that order), both ways, with an optional type prefix
 -- ('' for none).  The variants without a layout take every ID of every
 -- layout, 1 to 2^63-1; those that name one refuse what it cannot hold.
 -- Nothing but their arguments decides their answer: IMMUTABLE, fit for
@@ -346,7 +347,7 @@ AS 'MODULE_PATHNAME', 'snowflake_base32'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_base32(bigint) IS
-'an ID as 13 Crockford base32 digits, lower case, sorting as the IDs do';
+'an ID as 13 Crockford base32 digits, lower case, sorting as the IDs do under COLLATE "C"';
 
 CREATE FUNCTION snowflake_base32(id bigint, prefix text)
 RETURNS text
@@ -438,11 +439,13 @@ COMMENT ON FUNCTION snowflake_from_base62(text, text, text) IS
 
 -- The opaque form: the key is snowflake.opaque_key, a setting that a
 -- reload changes, so these are STABLE, and fit no index or generated
--- column; a query reads a public ID back to its key instead.
+-- column; a query reads a public ID back to its key instead.  PARALLEL
+-- RESTRICTED: the key lives in each process, never in the setting's text,
+-- which is all a parallel worker gets of the leader's settings.
 CREATE FUNCTION snowflake_opaque(id bigint)
 RETURNS text
 AS 'MODULE_PATHNAME', 'snowflake_opaque'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION snowflake_opaque(bigint) IS
 'an ID encrypted under snowflake.opaque_key, authenticated, as 26 base32 digits that show neither its time nor its order';
@@ -450,7 +453,7 @@ COMMENT ON FUNCTION snowflake_opaque(bigint) IS
 CREATE FUNCTION snowflake_opaque(id bigint, prefix text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'snowflake_opaque'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION snowflake_opaque(bigint, text) IS
 'an ID encrypted under snowflake.opaque_key and bound to the prefix, as prefix_ and 26 base32 digits';
@@ -458,7 +461,7 @@ COMMENT ON FUNCTION snowflake_opaque(bigint, text) IS
 CREATE FUNCTION snowflake_from_opaque(id_text text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_from_opaque'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION snowflake_from_opaque(text) IS
 'the ID of an opaque form made with this server''s key and no prefix; anything else is refused';
@@ -466,7 +469,7 @@ COMMENT ON FUNCTION snowflake_from_opaque(text) IS
 CREATE FUNCTION snowflake_from_opaque(id_text text, prefix text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'snowflake_from_opaque'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION snowflake_from_opaque(text, text) IS
 'the ID of an opaque form made with this server''s key and that prefix; anything else is refused';
@@ -2407,7 +2410,7 @@ BEGIN
 		SELECT s.oid, s.subname, s.subenabled, o.from_worker, s.subpublications, s.subslotname,
 			   s.subowner::regrole::text AS owner, ow.rolsuper,
 			   coalesce(to_jsonb(s) ->> 'suborigin', 'any') AS origin,
-			   coalesce(to_jsonb(s) ->> 'subskiplsn', '0/0') AS skiplsn,
+			   coalesce((to_jsonb(s) ->> 'subskiplsn')::pg_lsn, '0/0'::pg_lsn) AS skiplsn,
 			   EXISTS (SELECT FROM pg_stat_subscription st
 					   WHERE st.subid = s.oid AND st.relid IS NULL AND st.pid IS NOT NULL) AS running,
 			   (SELECT count(*) FROM pg_subscription_rel sr WHERE sr.srsubid = s.oid AND sr.srsubstate <> 'r') AS syncing,
@@ -2472,7 +2475,7 @@ BEGIN
 				format('takes the changes of every origin (origin = %s), so rows come twice; ALTER SUBSCRIPTION %I SET (origin = none)', r.origin, r.subname),
 				'shape', r.from_worker, NULL::text[];
 		END IF;
-		IF r.skiplsn <> '0/0' THEN
+		IF r.skiplsn <> '0/0'::pg_lsn THEN
 			RETURN QUERY SELECT 'fault', r.subname::text,
 				format('is set to skip the transaction that ends at %s (ALTER SUBSCRIPTION ... SKIP): its changes would be lost', r.skiplsn),
 				'shape', r.from_worker, NULL::text[];

@@ -486,6 +486,9 @@ settings_define(bool preloaded)
 	{
 		const char *v = GetConfigOption(setting_names[i], true, false);
 
+		/* the opaque key's hooks judge it and never reject it (text.c) */
+		if (strcmp(setting_names[i], "snowflake.opaque_key") == 0)
+			v = NULL;
 		given[i] = v ? MemoryContextStrdup(TopMemoryContext, v) : NULL;
 	}
 
@@ -505,10 +508,7 @@ settings_define(bool preloaded)
 		rejected = set_config_option(setting_names[i], given[i], PGC_POSTMASTER,
 									 PGC_S_FILE, GUC_ACTION_SET, false, DEBUG1,
 									 false) == 0;
-		/* a bad key disables only the opaque form, and is never echoed */
-		if (rejected && strcmp(setting_names[i], "snowflake.opaque_key") == 0)
-			text_opaque_key_rejected();
-		else if (rejected)
+		if (rejected)
 			rejected_at_start(setting_names[i], given[i]);
 		pfree(given[i]);
 	}

@@ -13,14 +13,23 @@
  * it, and read in either case, with Crockford's I and L for 1 and O for 0.
  * Base62's digits are 0-9, A-Z, a-z, in ASCII order.  A prefix is what
  * TypeID allows: lower-case letters and underscores, at most 63, beginning
- * and ending with a letter; "_" separates it from the digits.
+ * and ending with a letter; "_" separates it from the digits.  Readers name
+ * the first character that is no digit before they judge the length, so a
+ * hyphenated string is refused for its hyphen.
  *
  * The opaque form is deterministic authenticated encryption in the SIV
  * construction, with HMAC-SHA-256 (PostgreSQL's own) as its pseudo-random
  * function: a 64-bit tag T = HMAC(key, "tag", prefix, ID), then the ID
  * XORed with HMAC(key, "pad", prefix, T).  The 128 bits T || ciphertext are
- * written as 26 base32 digits.  Reading recomputes the tag: a string made
- * with another key or prefix, or altered, passes with probability 2^-64.
+ * written as 26 base32 digits, in lower case only: the reader takes no
+ * other case and none of base32's aliases, so that an ID has one public
+ * string.  Reading recomputes the tag: a string made with another key or
+ * prefix, or altered, passes with probability 2^-64.
+ *
+ * The key's setting never holds the key: its check hook decodes the text
+ * into the setting's extra and empties the text, so that nothing PostgreSQL
+ * prints of a setting (a reload's "parameter changed to", a rejected value)
+ * can print the key, and never rejects a value, judging it instead.
  *
  *-------------------------------------------------------------------------
  */
@@ -34,6 +43,7 @@
 #include "utils/builtins.h"
 #include "utils/resowner.h"
 
+#include "compat.h"
 #include "layout.h"
 #include "messages.h"
 #include "snowflake.h"
@@ -55,22 +65,30 @@ PG_FUNCTION_INFO_V1(snowflake_from_opaque);
 
 /*
  * Each digit's value plus one, by byte; 0 for a byte that is no digit.
- * Base32 takes both cases and Crockford's confusables; never U.
+ * Base32 takes both cases and Crockford's confusables; never U.  The
+ * opaque form takes only the digits it writes, base32's in lower case.
  */
+#define B32_WRITTEN_DIGITS \
+	['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, \
+	['5'] = 6, ['6'] = 7, ['7'] = 8, ['8'] = 9, ['9'] = 10, \
+	['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, \
+	['f'] = 16, ['g'] = 17, ['h'] = 18, ['j'] = 19, ['k'] = 20, \
+	['m'] = 21, ['n'] = 22, ['p'] = 23, ['q'] = 24, ['r'] = 25, \
+	['s'] = 26, ['t'] = 27, ['v'] = 28, ['w'] = 29, ['x'] = 30, \
+	['y'] = 31, ['z'] = 32
+
 static const uint8 b32_values[256] = {
-	['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5,
-	['5'] = 6, ['6'] = 7, ['7'] = 8, ['8'] = 9, ['9'] = 10,
-	['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
-	['f'] = 16, ['g'] = 17, ['h'] = 18, ['j'] = 19, ['k'] = 20,
-	['m'] = 21, ['n'] = 22, ['p'] = 23, ['q'] = 24, ['r'] = 25,
-	['s'] = 26, ['t'] = 27, ['v'] = 28, ['w'] = 29, ['x'] = 30,
-	['y'] = 31, ['z'] = 32,
+	B32_WRITTEN_DIGITS,
 	['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15,
 	['F'] = 16, ['G'] = 17, ['H'] = 18, ['J'] = 19, ['K'] = 20,
 	['M'] = 21, ['N'] = 22, ['P'] = 23, ['Q'] = 24, ['R'] = 25,
 	['S'] = 26, ['T'] = 27, ['V'] = 28, ['W'] = 29, ['X'] = 30,
 	['Y'] = 31, ['Z'] = 32,
 	['i'] = 2, ['I'] = 2, ['l'] = 2, ['L'] = 2, ['o'] = 1, ['O'] = 1,
+};
+
+static const uint8 opaque_values[256] = {
+	B32_WRITTEN_DIGITS,
 };
 
 static const uint8 b62_values[256] = {
@@ -105,7 +123,7 @@ typedef struct TextForm
 
 static const TextForm base32 = {"base32", "snowflake_from_base32", B32_WIDTH, b32_values};
 static const TextForm base62 = {"base62", "snowflake_from_base62", B62_WIDTH, b62_values};
-static const TextForm opaque = {"opaque", "snowflake_from_opaque", OPAQUE_WIDTH, b32_values};
+static const TextForm opaque = {"opaque", "snowflake_from_opaque", OPAQUE_WIDTH, opaque_values};
 
 static inline void
 b32_put(uint64 v, char *out)
@@ -145,6 +163,17 @@ b62_put(uint64 v, char *out)
 	out[0] = b62_digits[high / B62_POW5];
 }
 
+/* Whether the n bytes at p are a prefix as TypeID has it. */
+static bool
+is_prefix(const char *p, int n)
+{
+	bool		ok = n >= 1 && n <= PREFIX_MAX;
+
+	for (int i = 0; ok && i < n; i++)
+		ok = (p[i] >= 'a' && p[i] <= 'z') || (p[i] == '_' && i > 0 && i < n - 1);
+	return ok;
+}
+
 /*
  * A prefix argument: NULL for none (''), else checked as TypeID has it.
  * Its length goes to *len.
@@ -154,14 +183,11 @@ prefix_arg(text *arg, int *len)
 {
 	const char *p = VARDATA_ANY(arg);
 	int			n = VARSIZE_ANY_EXHDR(arg);
-	bool		ok = n <= PREFIX_MAX;
 
 	*len = n;
 	if (n == 0)
 		return NULL;
-	for (int i = 0; ok && i < n; i++)
-		ok = (p[i] >= 'a' && p[i] <= 'z') || (p[i] == '_' && i > 0 && i < n - 1);
-	if (!ok)
+	if (!is_prefix(p, n))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid snowflake ID prefix \"%s\"",
@@ -206,60 +232,6 @@ id_arg(FunctionCallInfo fcinfo, int layout_argno)
 	return id;
 }
 
-/*
- * The digits of a text form, found after the prefix the call expects: the
- * string must be exactly prefix_ + width digits.  Anything else is an
- * error naming what is wrong.
- */
-static const char *
-find_digits(const TextForm *f, const char *s, int len,
-			const char *prefix, int plen)
-{
-	int			nchars;
-
-	if (prefix)
-	{
-		if (len <= plen || memcmp(s, prefix, plen) != 0 || s[plen] != '_')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-					 errmsg("snowflake %s ID \"%s\" does not have the prefix \"%.*s\"",
-							f->name, snowflake_echo(pnstrdup(s, len)), plen, prefix),
-					 errdetail("It must begin with \"%.*s_\", followed by %d characters.",
-							   plen, prefix, f->width)));
-		s += plen + 1;
-		len -= plen + 1;
-	}
-	else if (len > f->width + 1 && s[len - f->width - 1] == '_')
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("unexpected prefix \"%s\" in snowflake %s ID \"%s\"",
-						snowflake_echo(pnstrdup(s, len - f->width - 1)), f->name,
-						snowflake_echo(pnstrdup(s, len))),
-				 errhint("Name the prefix the ID must have, as in %s(id, '%s').",
-						 f->reader, snowflake_echo(pnstrdup(s, len - f->width - 1)))));
-	if (len == f->width)
-		return s;
-	nchars = pg_mbstrlen_with_len(s, len);
-	if (nchars != f->width)
-	{
-		if (prefix)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-					 errmsg("invalid length of snowflake %s ID \"%s\"",
-							f->name, snowflake_echo(pnstrdup(s - plen - 1, len + plen + 1))),
-					 errdetail("A %s ID has %d characters after \"%.*s_\"; this one has %d.",
-							   f->name, f->width, plen, prefix, nchars)));
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("invalid length of snowflake %s ID \"%s\"",
-						f->name, snowflake_echo(pnstrdup(s, len))),
-				 errdetail("A %s ID has %d characters; this one has %d.",
-						   f->name, f->width, nchars)));
-	}
-	/* as many characters as digits, not as many bytes: one is no digit */
-	return s;
-}
-
 /* The error for a byte that is no digit: its character and position. */
 static void
 bad_digit(const TextForm *f, const char *whole, int whole_len, const char *at)
@@ -273,12 +245,91 @@ bad_digit(const TextForm *f, const char *whole, int whole_len, const char *at)
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("invalid character \"%s\" at position %d of snowflake %s ID \"%s\"",
 						ch, pos, f->name, s),
-				 errdetail("Crockford's base32 digits are 0 to 9 and the letters A to Z but U, in either case; I and L are read as 1, O as 0.")));
+				 errdetail("Crockford's base32 digits are 0 to 9 and the letters A to Z but U, in either case; I and L are read as 1, O as 0. Hyphens are not read.")));
+	if (f->values == opaque_values)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid character \"%s\" at position %d of snowflake %s ID \"%s\"",
+						ch, pos, f->name, s),
+				 errdetail("The digits of a snowflake opaque ID are 0 to 9 and the lower-case letters a to z but i, l, o and u, as snowflake_opaque() writes them.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 			 errmsg("invalid character \"%s\" at position %d of snowflake %s ID \"%s\"",
 					ch, pos, f->name, s),
 			 errdetail("Base62 digits are 0 to 9, A to Z and a to z.")));
+}
+
+/*
+ * The digits of a text form, found after the prefix the call expects: the
+ * string must be exactly prefix_ + width digits.  Anything else is an
+ * error naming what is wrong: a prefix, then a character that is no digit
+ * (a hyphen too: the error names it, not the length it changes), then the
+ * length.
+ */
+static const char *
+find_digits(const TextForm *f, const char *s, int len,
+			const char *prefix, int plen)
+{
+	const char *d = s;
+	int			n = len;
+
+	if (prefix)
+	{
+		if (len <= plen || memcmp(s, prefix, plen) != 0 || s[plen] != '_')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("snowflake %s ID \"%s\" does not have the prefix \"%.*s\"",
+							f->name, snowflake_echo(pnstrdup(s, len)), plen, prefix),
+					 errdetail("It must begin with \"%.*s_\", followed by %d characters.",
+							   plen, prefix, f->width)));
+		d += plen + 1;
+		n -= plen + 1;
+	}
+	else if (len != f->width)
+	{
+		/* a prefix makes the string longer: looked for only then */
+		int			last = len - 1;
+
+		while (last >= 0 && s[last] != '_')
+			last--;
+		/* a prefix: the hint's call is one that takes it */
+		if (last >= 0 && is_prefix(s, last))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("unexpected prefix \"%.*s\" in snowflake %s ID \"%s\"",
+							last, s, f->name, snowflake_echo(pnstrdup(s, len))),
+					 errhint("Pass the prefix the ID must have as the second argument, as in %s(id_text, '%.*s').",
+							 f->reader, last, s)));
+		/* "_" and a form's digits after text that is no prefix */
+		if (last > 0 && last == len - f->width - 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+					 errmsg("unexpected prefix \"%s\" in snowflake %s ID \"%s\"",
+							snowflake_echo(pnstrdup(s, last)), f->name,
+							snowflake_echo(pnstrdup(s, len))),
+					 errdetail("A prefix has 1 to 63 characters, lower-case letters a to z and underscores, and begins and ends with a letter, as TypeID's do.")));
+	}
+	/* the common case: the reader judges each digit as it reads it */
+	if (n == f->width)
+		return d;
+	for (int i = 0; i < n; i++)
+		if (f->values[(unsigned char) d[i]] == 0)
+			bad_digit(f, s, len, d + i);
+	/* only digits, so as many characters as bytes */
+	if (prefix)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid length of snowflake %s ID \"%s\"",
+						f->name, snowflake_echo(pnstrdup(s, len))),
+				 errdetail("A snowflake %s ID has %d characters after \"%.*s_\"; this one has %d.",
+						   f->name, f->width, plen, prefix, n)));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("invalid length of snowflake %s ID \"%s\"",
+					f->name, snowflake_echo(pnstrdup(s, len))),
+			 errdetail("A snowflake %s ID has %d characters; this one has %d.",
+					   f->name, f->width, n)));
+	return NULL;				/* keep the compiler quiet */
 }
 
 /*
@@ -337,7 +388,7 @@ read_opaque_digits(const char *whole, int whole_len, const char *d,
 
 	for (int i = 0; i < OPAQUE_WIDTH; i++)
 	{
-		int			v = b32_values[(unsigned char) d[i]];
+		int			v = opaque_values[(unsigned char) d[i]];
 
 		if (v == 0)
 			bad_digit(&opaque, whole, whole_len, d + i);
@@ -460,16 +511,33 @@ snowflake_from_base62(PG_FUNCTION_ARGS)
 }
 
 /*
- * The opaque form's key: snowflake.opaque_key, hexadecimal, checked by its
- * check hook and decoded by its assign hook.
+ * The opaque form's key: snowflake.opaque_key, hexadecimal.  The check hook
+ * judges a value into a KeyValue, the setting's extra, and empties the
+ * value's text; the assign hook puts the key in force or, for a value it
+ * cannot use, keeps the key in force and says why, never what.
  */
 #define KEY_MIN_BYTES	16
 #define KEY_MAX_BYTES	64
 
+typedef enum KeyFault
+{
+	KEY_USABLE,					/* a key, or none ('') */
+	KEY_NOT_HEX,				/* a character that is no hexadecimal digit */
+	KEY_BAD_LENGTH,				/* not 32 to 128 digits, or an odd number */
+} KeyFault;
+
+typedef struct KeyValue
+{
+	KeyFault	fault;
+	int			at;				/* the position at fault, or the digits */
+	int			len;			/* bytes of the key; 0 for none */
+	uint8		bytes[KEY_MAX_BYTES];
+} KeyValue;
+
 char	   *text_opaque_key_setting = NULL;
 static uint8 key[KEY_MAX_BYTES];
 static int	key_len = 0;
-static bool key_rejected = false;
+static bool value_rejected = false; /* the value last given is unusable */
 static bool preloaded = false;
 
 static int
@@ -485,51 +553,88 @@ hex_value(char c)
 }
 
 /*
- * Check a new key.  The hook says nothing of the value itself; PostgreSQL's
- * own message about a rejected value quotes it in the server log only.
+ * Judge a value, and leave its text empty: every value of the setting is
+ * '' to PostgreSQL, so a reload that changes the key changes nothing it
+ * would log ("parameter changed to" quotes the file's text when the
+ * setting's text differs before and after).  Never false: PostgreSQL's
+ * message for a rejected value quotes it, to the log and, at DEBUG3, to
+ * any session; an unusable value is judged so in the extra instead.
  */
 bool
 text_check_opaque_key(char **newval, void **extra, GucSource source)
 {
-	size_t		n = *newval ? strlen(*newval) : 0;
+	char	   *s = *newval;
+	int			n = s ? (int) strlen(s) : 0;
+	KeyValue   *v = (KeyValue *) compat_guc_malloc(sizeof(KeyValue));
 
-	if (n == 0)
-		return true;
-	for (size_t i = 0; i < n; i++)
+	if (v != NULL)
 	{
-		if (hex_value((*newval)[i]) < 0)
+		memset(v, 0, sizeof(KeyValue));
+		for (int i = 0; i < n && v->fault == KEY_USABLE; i++)
 		{
-			GUC_check_errdetail("The key is written in hexadecimal digits only; character %d is not one.",
-								(int) i + 1);
-			return false;
+			if (hex_value(s[i]) < 0)
+			{
+				v->fault = KEY_NOT_HEX;
+				/* the bytes before it are digits: its byte is its character */
+				v->at = i + 1;
+			}
+		}
+		if (v->fault == KEY_USABLE && n != 0 &&
+			(n % 2 != 0 || n < KEY_MIN_BYTES * 2 || n > KEY_MAX_BYTES * 2))
+		{
+			v->fault = KEY_BAD_LENGTH;
+			v->at = n;
+		}
+		if (v->fault == KEY_USABLE)
+		{
+			v->len = n / 2;
+			for (int i = 0; i < v->len; i++)
+				v->bytes[i] = (uint8) (hex_value(s[2 * i]) << 4 | hex_value(s[2 * i + 1]));
 		}
 	}
-	if (n % 2 != 0 || n < KEY_MIN_BYTES * 2 || n > KEY_MAX_BYTES * 2)
+	if (s)
+		explicit_bzero(s, n);
+	if (v == NULL)
 	{
-		GUC_check_errdetail("The key has 32 to 128 hexadecimal digits, an even number (16 to 64 bytes); this one has %d.",
-							(int) n);
+		GUC_check_errmsg("out of memory");
 		return false;
 	}
+	*extra = v;
 	return true;
 }
 
 void
 text_assign_opaque_key(const char *newval, void *extra)
 {
-	size_t		n = newval ? strlen(newval) : 0;
+	const KeyValue *v = (const KeyValue *) extra;
 
-	key_len = (int) n / 2;
-	for (int i = 0; i < key_len; i++)
-		key[i] = (uint8) (hex_value(newval[2 * i]) << 4 | hex_value(newval[2 * i + 1]));
-	/* a value assigned was accepted, whatever happened at start */
-	key_rejected = false;
-}
+	/* every value has an extra: the check hook made it */
+	if (v == NULL)
+		return;
+	if (v->fault == KEY_USABLE)
+	{
+		explicit_bzero(key, sizeof(key));
+		memcpy(key, v->bytes, v->len);
+		key_len = v->len;
+		value_rejected = false;
+		return;
+	}
+	value_rejected = true;
 
-/* settings.c: the configuration gave a key that was rejected at start */
-void
-text_opaque_key_rejected(void)
-{
-	key_rejected = true;
+	/*
+	 * Said once, by the postmaster, which reads the configuration first;
+	 * every backend judges the same value the same way, in silence.
+	 */
+	if (!IsUnderPostmaster)
+		ereport(LOG,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for parameter \"%s\"", "snowflake.opaque_key"),
+				 v->fault == KEY_NOT_HEX ?
+				 errdetail("Character %d of the value is not a hexadecimal digit. The value is not repeated here.", v->at) :
+				 errdetail("A key has 32 to 128 hexadecimal digits, an even number; the value has %d. The value is not repeated here.", v->at),
+				 key_len > 0 ?
+				 errhint("The key in force stays until the configuration gives a valid key, or none, and is reloaded.") :
+				 errhint("The opaque form refuses until the configuration gives a valid key and is reloaded.")));
 }
 
 /* settings.c: the library was preloaded, so the key is no placeholder */
@@ -573,25 +678,30 @@ prf(pg_hmac_ctx *ctx, const char *label, const char *prefix, int plen,
 }
 
 /*
- * What SHOW says of the key: whether it is set and, where a query runs,
- * a fingerprint to compare across nodes, which tells nothing of the key.
+ * What SHOW says of the key: whether it is set and, where a query runs, a
+ * fingerprint to compare across nodes, which tells nothing of the key; and
+ * whether the value last given was rejected, so that it is not in force.
  */
 const char *
 text_show_opaque_key(void)
 {
-	static char buf[64];
+	static char buf[80];
 	uint8		fp[4];
 	pg_hmac_ctx *ctx;
 
 	if (key_len == 0)
-		return "";
+		return value_rejected ? "not set; a rejected value is pending" : "";
 	if (CurrentResourceOwner == NULL)
-		return "set";
+		return value_rejected ? "set; a rejected value is pending" : "set";
 	ctx = hmac_create();
 	prf(ctx, "snowflake opaque key fingerprint", "", 0, NULL, fp, sizeof(fp));
 	pg_hmac_free(ctx);
-	snprintf(buf, sizeof(buf), "set, fingerprint %02x%02x%02x%02x",
-			 fp[0], fp[1], fp[2], fp[3]);
+	if (value_rejected)
+		snprintf(buf, sizeof(buf), "set, fingerprint %02x%02x%02x%02x; a rejected value is pending",
+				 fp[0], fp[1], fp[2], fp[3]);
+	else
+		snprintf(buf, sizeof(buf), "set, fingerprint %02x%02x%02x%02x",
+				 fp[0], fp[1], fp[2], fp[3]);
 	return buf;
 }
 
@@ -601,14 +711,15 @@ require_key(void)
 	if (!preloaded)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("opaque snowflake IDs need the library preloaded"),
+				 errmsg("snowflake opaque IDs need the library preloaded"),
 				 errdetail("Without preloading, snowflake.opaque_key would be a placeholder setting that every role can read."),
 				 errhint("Add snowflake to shared_preload_libraries and restart the server.")));
-	if (key_rejected)
+	if (key_len == 0 && value_rejected)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("snowflake.opaque_key was rejected at server start"),
-				 errhint("The server log says why. Give it 32 to 128 hexadecimal digits in postgresql.conf and reload.")));
+				 errmsg("snowflake.opaque_key holds no usable key"),
+				 errdetail("The value the configuration gives it was rejected; the server log says why."),
+				 errhint("Give it 32 to 128 hexadecimal digits in postgresql.conf and reload.")));
 	if (key_len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -720,7 +831,7 @@ snowflake_from_opaque(PG_FUNCTION_ARGS)
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-			 errmsg("opaque snowflake ID \"%s\" was not made with this server's key",
+			 errmsg("snowflake opaque ID \"%s\" was not made with this server's key",
 					snowflake_echo(pnstrdup(s, len))),
 			 errdetail("It was made with another snowflake.opaque_key or another prefix, or it was altered.")));
 	PG_RETURN_NULL();			/* keep the compiler quiet */

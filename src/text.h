@@ -16,7 +16,6 @@ extern char *text_opaque_key_setting;
 extern bool text_check_opaque_key(char **newval, void **extra, GucSource source);
 extern void text_assign_opaque_key(const char *newval, void *extra);
 extern const char *text_show_opaque_key(void);
-extern void text_opaque_key_rejected(void);
 extern void text_opaque_key_preloaded(void);
 
 #endif							/* SNOWFLAKE_TEXT_H */

@@ -96,8 +96,9 @@ if [ -z "$SOURCE" ]; then
 	PKGS="postgresql-$V postgresql-server-dev-$V"
 else
 	# what building PostgreSQL from its source tree needs (gettext: its
-	# message catalogues, which the mesh's test of other languages reads)
-	PKGS="bison flex zlib1g-dev tzdata postgresql-common gettext"
+	# message catalogues, which the mesh's test of other languages reads;
+	# ICU, in which the order of the text forms is checked)
+	PKGS="bison flex zlib1g-dev tzdata postgresql-common gettext libicu-dev pkg-config"
 fi
 PKGS="$PKGS make gcc libc6-dev libipc-run-perl faketime perl"
 # snowflake-mesh's driver; locales for the test of servers that speak German
@@ -289,7 +290,7 @@ chroot "$ROOT" /usr/bin/env -i \
 	HOME=/root LANG=C.UTF-8 CI="${CI:-}" PROVE_TESTS="${PROVE_TESTS:-}" SUITE_PARTS="${SUITE_PARTS:-}" \
 	MESH_SECONDS="${MESH_SECONDS:-}" MESH_SEED="${MESH_SEED:-}" MESH_STEPS="${MESH_STEPS:-}" \
 	TORTURE_SEEDS="${TORTURE_SEEDS:-}" TORTURE_STEPS="${TORTURE_STEPS:-}" \
-	TORTURE_FIRST_SEED="${TORTURE_FIRST_SEED:-}" \
+	TORTURE_FIRST_SEED="${TORTURE_FIRST_SEED:-}" SNOWFLAKE_FILE_SECONDS="${SNOWFLAKE_FILE_SECONDS:-}" \
 	${TORTURE_FORCE+TORTURE_FORCE="$TORTURE_FORCE"} ${TORTURE_VERBOSE+TORTURE_VERBOSE="$TORTURE_VERBOSE"} \
 	SNOWFLAKE_TWIN_SEED="${SNOWFLAKE_TWIN_SEED:-}" SNOWFLAKE_TWIN_STEPS="${SNOWFLAKE_TWIN_STEPS:-}" \
 	QUICK="${QUICK:-}" BENCH_OUT="${BENCH_OUT:-}" PG_MAJOR="$V" SUITE_HOST_ROOT="$ROOT" \

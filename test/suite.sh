@@ -142,11 +142,19 @@ if part tap; then
 	need_locale de_DE.UTF-8
 	T=$B/test
 	tap_out=$WORK/tap.out
+	# each file stops after 20 minutes (the longest take a few, also on a
+	# busy machine), unless it plays a search of a length given
+	file_seconds=${SNOWFLAKE_FILE_SECONDS:-}
+	if [ -z "$file_seconds" ]; then
+		file_seconds=1200
+		[ -z "${MESH_SECONDS:-}${MESH_STEPS:-}${TORTURE_STEPS:-}${TORTURE_FIRST_SEED:-}" ] &&
+			[ "${TORTURE_SEEDS:-0}" -le 4 ] || file_seconds=0
+	fi
 	rc=0
 	# shellcheck disable=SC2086
 	(cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
 		TESTDIR="$T" TESTDATADIR="$T/tmp_check" TESTLOGDIR="$T/tmp_check/log" \
-		PG_TEST_TIMEOUT_DEFAULT=300 \
+		PG_TEST_TIMEOUT_DEFAULT=300 SNOWFLAKE_FILE_SECONDS="$file_seconds" \
 		prove --timer -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
 		2>&1 | tee "$tap_out" || rc=$?
 

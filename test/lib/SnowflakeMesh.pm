@@ -281,7 +281,7 @@ sub writes_more
 	my $now = $n->safe_psql('postgres', "SELECT count(*) FROM $t WHERE node = $w AND payload LIKE 'load %'");
 	$n->poll_query_until('postgres',
 		"SELECT count(*) >= $now + $more FROM $t WHERE node = $w AND payload LIKE 'load %'")
-	  or die "worker $w's writer did not write $more rows on " . $n->name;
+	  or die "worker ${w}'s writer did not write $more rows on " . $n->name;
 	return;
 }
 

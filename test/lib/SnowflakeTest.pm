@@ -4,6 +4,7 @@ package SnowflakeTest;
 
 use strict;
 use warnings;
+use SnowflakeCap;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;

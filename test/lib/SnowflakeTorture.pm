@@ -94,6 +94,11 @@ my @layouts = (qw(shardingsphere twitter discord instagram sonyflake javascript 
 # machine.
 my $slack_ms = 250;
 
+# A standby is made from a base backup without a slot: its primary keeps
+# WAL enough for it to follow across the primary's restarts (seed 13201
+# on 15 lost its stream at a restart's checkpoint)
+my $KEEP_WAL = "wal_keep_size = '256MB'\n";
+
 sub new_history
 {
 	my ($seed, $steps, $dir) = @_;
@@ -1437,6 +1442,7 @@ sub make_standby
 }
 
 # Wait until a standby has replayed what its upstream has flushed now.
+# Returns whether it did.
 sub catch_up
 {
 	my ($up, $sb) = @_;
@@ -1444,10 +1450,10 @@ sub catch_up
 	for (1 .. 100)
 	{
 		my (undef, $done) = try_sql($sb, "SELECT pg_last_wal_replay_lsn() >= '$lsn'");
-		last if !$lsn || $done eq 't';
+		return 1 if !$lsn || $done eq 't';
 		select(undef, undef, undef, 0.1);
 	}
-	return;
+	return 0;
 }
 
 sub standby_op
@@ -1635,7 +1641,12 @@ sub worker_retired
 	# rejected at its start says that first (the first state that holds),
 	# as its calls do: it has no worker id of its own in force that its
 	# primary could have given up
-	catch_up($node, $sb);
+	if (!catch_up($node, $sb))
+	{
+		# the history's fault, not the node's: the standby lost its stream
+		violation($h, 'worker-id change: the standby did not replay its primary\'s WAL in 10 s (the checker keeps wal_keep_size for it)');
+		return;
+	}
 	my $want = settings_rejected($sb->{torture_layout} // '') ? 'disabled/layout_unusable' :
 	  standby_retired($sb) ? 'held_claimed/worker_retired' : 'standby/in_recovery';
 	my $shown = '';
@@ -1975,7 +1986,7 @@ sub lifecycle_op
 	$how //= pick('pg_upgrade', 'pg_upgrade-without-preload', 'dump-restore', 'clone', 'pitr',
 		pick('pitr-target', 'archive-lost-segment'));
 	my $name = "l$h->{seed}_" . $h->{backup}++;
-	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n";
+	my $conf = "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n$KEEP_WAL";
 	my $m = $h->{model};
 	my ($ret, $out, $err);
 	wake_keeper($h);
@@ -2496,7 +2507,7 @@ sub play_history
 	my $h = new_history($seed, $steps, $dir);
 	$h->{force} = { map { $_ => 1 } @force };
 	my $node = snowflake_node("t$seed", worker_id => 1, allows_streaming => 1,
-		conf => "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n");
+		conf => "include_if_exists = 'torture.conf'\nrestart_after_crash = on\n$KEEP_WAL");
 	$h->{node} = $node;
 	# layouts for the prelude's checks, before the extension is there
 	$h->{layouts} = {};

@@ -130,6 +130,14 @@ SELECT snowflake_from_base62('0000000000+');
 \echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_from_base32('user_00000000000!1', 'user');
 \echo :LAST_ERROR_SQLSTATE
+-- hyphens, which Crockford lets a reader skip, are refused by name, not
+-- for the length they change
+SELECT snowflake_from_base32('0000-0000-0001');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_from_base32('user_0000-0000-0001', 'user');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_from_base62('00000-00001');
+\echo :LAST_ERROR_SQLSTATE
 -- past the range (22003): 0, 2^63, 2^64 and beyond, and past a layout's
 SELECT snowflake_from_base32('0000000000000');
 \echo :LAST_ERROR_SQLSTATE
@@ -157,6 +165,17 @@ SELECT snowflake_from_base32('14y6vtn380w0s', 'user');
 SELECT snowflake_from_base32('USER_14y6vtn380w0s', 'user');
 \echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_from_base62('user_1aKFMjGt39t', 'users');
+\echo :LAST_ERROR_SQLSTATE
+-- a prefix where none is expected: the hint's call takes it, and names it
+-- only when it is one a call can take
+SELECT snowflake_from_base32('user_account_14y6vtn380w0s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_from_base32('user_account_14y6vtn380w0s', 'user_account');
+SELECT snowflake_from_base32('USER_14y6vtn380w0s');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_from_base62('it''s_1aKFMjGt39t');
+\echo :LAST_ERROR_SQLSTATE
+SELECT snowflake_from_base32('order_000000000001');
 \echo :LAST_ERROR_SQLSTATE
 -- a prefix TypeID does not allow (22023)
 SELECT snowflake_base32(1, '_user');

@@ -53,7 +53,9 @@ sub mesh_ok
 {
 	my ($what, @args) = @_;
 	my ($rc, $out, $err) = mesh(@args);
-	is($rc, 0, $what) or diag("stdout: $out\nstderr: $err");
+	# every later step builds on this one: a failure ends the file, rather
+	# than leaving each check after it to wait out its timeout
+	is($rc, 0, $what) or die "stdout: $out\nstderr: $err\n";
 	return;
 }
 

@@ -288,7 +288,7 @@ whole('those IDs gone');
 # a leave while a member's apply is held up: its wait gives up each second
 # (SQLSTATE SM001, whatever language the server speaks) and is tried again
 # until the member has the rows; then the node joins again
-my $holder = $n[0]->background_psql('postgres');
+$holder = $n[0]->background_psql('postgres');
 $holder->query_safe('BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
 $n[2]->safe_psql('postgres', q{INSERT INTO events (node, payload) VALUES (3, 'before the leave')});
 my $leave = mesh_start('leave', conn($n[2]), map { conn($_) } @n[ 0, 1 ]);

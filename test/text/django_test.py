@@ -1,7 +1,8 @@
 # docs/text-ids.md's Django recipe (Debian's Django): JsonResponse of the
-# annotated text form sends IDs as strings that JSON.parse keeps, and a
-# string finds its row; the plain model's int is a JSON number, which a
-# browser rounds.  Connects with libpq's variables (test/text/run.sh sets
+# annotated text form sends IDs as strings that JSON.parse keeps; a string
+# finds its row through the reader, also in upper case or with O for 0, and
+# one that is no ID is not found; the plain model's int is a JSON number,
+# which a browser rounds.  Connects with libpq's variables (test/text/run.sh sets
 # them).  Prints TAP (test/orm/common.py).
 import json
 import os
@@ -22,7 +23,7 @@ settings.configure(
 )
 django.setup()
 
-from django.db import connection  # noqa: E402
+from django.db import DataError, connection  # noqa: E402
 from django.db.models import BigIntegerField, F, Func, TextField, Value  # noqa: E402
 from django.http import JsonResponse  # noqa: E402
 from text_shop.models import Order  # noqa: E402
@@ -33,6 +34,16 @@ with connection.cursor() as c:
                  INSERT INTO orders (item) VALUES ('book'), ('pen'), ('ink')''')
     c.execute('SELECT id, item FROM orders ORDER BY id')
     HELD = c.fetchall()
+
+
+def order_by_public_id(public_id):
+    """The recipe's lookup: the row of a public ID in any form the reader
+    takes; a string that is no ID (22P02, 22003) is not found."""
+    try:
+        return Order.objects.get(id=Func(Value(public_id), function='snowflake.snowflake_from_base32',
+                                         output_field=BigIntegerField()))
+    except DataError:
+        raise Order.DoesNotExist
 
 
 def browser(response):
@@ -53,9 +64,22 @@ def recipe():
     assert [o['item'] for o in sent] == [h[1] for h in HELD], sent
     for o, (key, item) in zip(sent, HELD):
         assert isinstance(o['public_id'], str) and len(o['public_id']) == 13, o
-        found = Order.objects.get(id=Func(Value(o['public_id']), function='snowflake.snowflake_from_base32',
-                                          output_field=BigIntegerField()))
+        found = order_by_public_id(o['public_id'])
         assert (found.id, found.item) == (key, item)
+        variant = o['public_id'].upper().replace('0', 'O')
+        found = order_by_public_id(variant)
+        assert (found.id, found.item) == (key, item), variant
+
+
+@test
+def not_found():
+    """a string that is no ID is not found"""
+    for s in ('0000-0000-0001', '8000000000000', 'order_14y6vtn380w0s', 'nonsense'):
+        try:
+            order_by_public_id(s)
+        except Order.DoesNotExist:
+            continue
+        raise AssertionError(s)
 
 
 @test

@@ -7,7 +7,9 @@
 # Starts a throwaway server (library preloaded, snowflake.worker_id = 7, an
 # opaque key) and gives each tool a database of its own, owned by the role
 # app, whose sessions have PostgreSQL's default search_path, without
-# snowflake.  Uses the installed extension of PG_MAJOR, or of the server in
+# snowflake; where the server has ICU, the databases collate in Czech,
+# where "ch" sorts after "h", so that the recipes must keep the IDs' order
+# in a collation that would not.  Uses the installed extension of PG_MAJOR, or of the server in
 # BINDIR.  Prints a line per test and ends with one line:
 # "text: N passed, M failed".  Removes its files when every test passed,
 # and otherwise says where they are.
@@ -43,11 +45,15 @@ fi
 start_server "$dir" yes "snowflake.worker_id = 7" "fsync = off" \
 	"snowflake.opaque_key = '$(printf '%064d' 0 | tr 0 a)'"
 tools="js django sqlalchemy rails go"
+czech=
+if [ "$(psql_at "$dir" -d postgres -Atc "SELECT count(*) FROM pg_collation WHERE collname = 'cs-CZ-x-icu'")" -gt 0 ]; then
+	czech="TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'cs-CZ'"
+fi
 {
 	echo "CREATE ROLE app LOGIN;"
 	echo 'ALTER ROLE app SET search_path = "$user", public;'
 	for db in $tools; do
-		echo "CREATE DATABASE $db OWNER app;"
+		echo "CREATE DATABASE $db OWNER app $czech;"
 		echo "\\c $db"
 		echo "CREATE EXTENSION snowflake;"
 	done

@@ -4,7 +4,9 @@
 // encode bytes as a bit stream read another number; the strings sort as the
 // IDs do in JavaScript's own order; and the recipes of docs/text-ids.md for
 // node-postgres and Kysely send IDs that JSON.parse keeps exactly, where a
-// bigint in Kysely's JSON helpers is rounded.  Connects with libpq's
+// bigint in Kysely's JSON helpers is rounded, and find a row from its
+// string through the reader, also in upper case or with O for 0, and not
+// from a string that is no ID (SQLSTATE class 22).  Connects with libpq's
 // variables (test/text/run.sh sets them).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -100,13 +102,31 @@ test('sorted as JavaScript sorts strings, the forms are in the IDs\' order', () 
 	assert.deepEqual([...ids].sort((a, b) => (a.b62 < b.b62 ? -1 : 1)).map((r) => r.id), byId.map((r) => r.id));
 });
 
+// the recipes' lookup: the item of a public ID in any form the reader
+// takes; a string that is no ID (SQLSTATE class 22) finds nothing
+const itemOf = async (publicId) => {
+	try {
+		const { rows } = await client.query(
+			`SELECT item FROM orders WHERE id = snowflake.snowflake_from_base32($1, 'order')`, [publicId]);
+		return rows[0]?.item;
+	} catch (e) {
+		if (e.code?.startsWith('22')) return undefined;
+		throw e;
+	}
+};
+const variant = (publicId) => 'order_' + publicId.slice(6).toUpperCase().replaceAll('0', 'O');
+
 test('node-postgres recipe: the typed form in JSON survives JSON.parse and finds its row', async () => {
 	const { rows } = await client.query(
-		`SELECT snowflake.snowflake_base32(id, 'order') AS id, item FROM orders ORDER BY id`);
+		`SELECT snowflake.snowflake_base32(id, 'order') AS id, item FROM orders ORDER BY orders.id`);
 	const received = JSON.parse(JSON.stringify(rows));	// what a browser reads
 	assert.match(received[0].id, /^order_[0-7][0-9a-hjkmnp-tv-z]{12}$/);
-	const back = await client.query(`SELECT item FROM orders WHERE id = snowflake.snowflake_from_base32($1, 'order')`, [received[0].id]);
-	assert.equal(back.rows[0].item, rows[0].item);
+	for (const [i, r] of received.entries()) {
+		assert.equal(await itemOf(r.id), rows[i].item);
+		assert.equal(await itemOf(variant(r.id)), rows[i].item, `${variant(r.id)} finds it too`);
+	}
+	for (const s of ['order_0000-0000-0001', 'order_8000000000000', 'user_14y6vtn380w0s', 'nonsense'])
+		assert.equal(await itemOf(s), undefined, `${s} finds nothing`);
 });
 
 test('Kysely: a bigint in jsonArrayFrom comes back as a number, rounded', async () => {
@@ -142,5 +162,16 @@ test('Kysely recipe: the text form in jsonArrayFrom and jsonObjectFrom is exact'
 	for (const o of received) {
 		const { rows: r } = await client.query('SELECT item FROM orders WHERE id = snowflake.snowflake_from_base62($1)', [o.self.id]);
 		assert.equal(r[0]?.item, o.item);
+	}
+});
+
+test('Kysely recipe: a row found by its public ID through the reader, in any form it takes', async () => {
+	const { rows } = await client.query(`SELECT snowflake.snowflake_base32(id, 'order') AS public_id, item FROM orders`);
+	for (const { public_id: publicId, item } of rows) {
+		for (const s of [publicId, variant(publicId)]) {
+			const order = await db.selectFrom('orders').select('item')
+				.where('id', '=', sql`snowflake.snowflake_from_base32(${s}, 'order')`).executeTakeFirst();
+			assert.equal(order?.item, item, s);
+		}
 	}
 });

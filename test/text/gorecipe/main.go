@@ -2,7 +2,9 @@
 // int64 key is tagged ",string" sends it as a JSON string that a browser
 // keeps and reads it back; without the tag the key is a JSON number, which
 // a browser (here: a float64, as JSON.parse) rounds; the text form from
-// the server finds its row.  Connects with libpq's variables
+// the server finds its row through the reader, also in upper case or with
+// O for 0, and a string that is no ID is an error of SQLSTATE class 22,
+// which the recipe answers as not found.  Connects with libpq's variables
 // (test/text/run.sh sets them).  Prints TAP: "ok N - name", "# pass N",
 // "# fail N".
 package main
@@ -13,7 +15,7 @@ import (
 	"fmt"
 	"strings"
 
-	_ "github.com/lib/pq"
+	"github.com/lib/pq"
 )
 
 type Order struct {
@@ -28,6 +30,17 @@ type OrderAsNumber struct {
 }
 
 var n, pass, fail int
+
+// itemByPublicID is the recipe's lookup: the row of a public ID in any form
+// the reader takes; a string that is no ID (SQLSTATE class 22) is not found.
+func itemByPublicID(db *sql.DB, publicID string) (string, error) {
+	var item string
+	err := db.QueryRow(`SELECT item FROM orders WHERE id = snowflake.snowflake_from_base32($1, 'order')`, publicID).Scan(&item)
+	if e, ok := err.(*pq.Error); ok && e.Code.Class() == "22" {
+		err = sql.ErrNoRows
+	}
+	return item, err
+}
 
 func check(name string, ok bool, detail string) {
 	n++
@@ -79,12 +92,22 @@ func main() {
 
 	found := 0
 	for _, o := range back {
-		var item string
-		if db.QueryRow(`SELECT item FROM orders WHERE id = snowflake.snowflake_from_base32($1, 'order')`, o.PublicID).Scan(&item) == nil && item == o.Item {
+		variant := "order_" + strings.ReplaceAll(strings.ToUpper(strings.TrimPrefix(o.PublicID, "order_")), "0", "O")
+		item, err := itemByPublicID(db, o.PublicID)
+		item2, err2 := itemByPublicID(db, variant)
+		if err == nil && item == o.Item && err2 == nil && item2 == o.Item {
 			found++
 		}
 	}
-	check("the text form finds its row", found == 3, fmt.Sprint(found))
+	check("the text form finds its row, also in upper case and with O for 0", found == 3, fmt.Sprint(found))
+
+	notFound := 0
+	for _, s := range []string{"order_0000-0000-0001", "order_8000000000000", "user_14y6vtn380w0s", "nonsense"} {
+		if _, err := itemByPublicID(db, s); err == sql.ErrNoRows {
+			notFound++
+		}
+	}
+	check("a string that is no ID is not found", notFound == 4, fmt.Sprint(notFound))
 
 	plain, _ := json.Marshal([]OrderAsNumber{{orders[0].ID, orders[0].Item}, {orders[1].ID, orders[1].Item}, {orders[2].ID, orders[2].Item}})
 	var asNumbers []map[string]interface{}
