@@ -635,7 +635,7 @@ bool
 identity_ran_before(void)
 {
 	return IsTransactionState() &&
-		replorigin_by_name(SNOWFLAKE_NODE_ORIGIN, true) != InvalidRepOriginId;
+		replorigin_by_name(SNOWFLAKE_NODE_ORIGIN, true) != COMPAT_INVALID_ORIGIN;
 }
 
 /* Leave that sign, if it is not there yet: an install script, a confirmation. */
