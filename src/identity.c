@@ -54,8 +54,6 @@
 #include "settings.h"
 #include "wal.h"
 
-static uint32 wait_event_configuration = 0;
-
 static bool change_ran_before(NodeRecord *r, const void *arg);
 
 /* This data directory's system identifier, from pg_control. */
@@ -249,8 +247,9 @@ identity_publish(void)
  * Make a reading of snowflake.worker_id (value, read by this process at
  * settings_worker_read_at()) the node's, unless the node has a later one.
  * The postmaster does it at start; after that the keeper at every round,
- * and during recovery, when no keeper runs, the startup process at every
- * reload.  With the lock held exclusively (or at start), so that a reader
+ * during recovery, when no keeper runs, the startup process at every
+ * reload, and a backend whose own reading is later (take_own_reading()).
+ * With the lock held exclusively (or at start), so that a reader
  * under the lock sees the value and its time together.
  */
 static void
@@ -266,32 +265,25 @@ take_configured(int value)
 
 /*
  * A reload read by this backend and not yet taken by the node (its reading
- * is later than the node's, and differs): wait for the keeper to take it
- * (it publishes the worker id under the same lock), up to KEEPER_WAIT_MS,
- * so that a call or the status view after a reload judges by it.  After
- * that (no keeper runs yet, or this process read the older file after all)
- * the node's reading stands.
+ * is later than the node's, and differs): take it for the node, so that a
+ * call or the status view after a reload judges by it, whether or not the
+ * keeper has had its round (a stopped keeper holds no reload back).  A
+ * call's cold path then applies and publishes it (settle_locked()).
  */
 static void
-await_configured(void)
+take_own_reading(void)
 {
-	int64		deadline = clock_monotonic_us() + KEEPER_WAIT_MS * INT64CONST(1000);
-	uint32		we = compat_wait_event("SnowflakeConfiguration", &wait_event_configuration);
+	bool		behind;
 
-	for (;;)
-	{
-		bool		behind;
-
-		LWLockAcquire(node_shared->lock, LW_SHARED);
-		behind = settings_worker_read_at() > pg_atomic_read_u64(&node_shared->configured_at) &&
-			(int) (int32) pg_atomic_read_u32(&node_shared->configured) != settings_worker_reading;
-		LWLockRelease(node_shared->lock);
-		if (!behind || clock_monotonic_us() > deadline)
-			return;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, we);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	behind = settings_worker_read_at() > pg_atomic_read_u64(&node_shared->configured_at) &&
+		(int) (int32) pg_atomic_read_u32(&node_shared->configured) != settings_worker_reading;
+	LWLockRelease(node_shared->lock);
+	if (!behind)
+		return;
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	take_configured(settings_worker_reading);
+	LWLockRelease(node_shared->lock);
 }
 
 static void
@@ -599,7 +591,7 @@ identity_verdict(bool settle_now, NodeCheck upto)
 	if (node_shared == NULL)
 		return REASON_NOT_PRELOADED;
 	if (IsUnderPostmaster && node_found(CHECK_CONFIG) == REASON_NONE)
-		await_configured();
+		take_own_reading();
 	/* what the catalog says, read outside the lock */
 	LWLockAcquire(node_shared->lock, LW_SHARED);
 	r = node_shared->rec;

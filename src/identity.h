@@ -45,8 +45,8 @@ extern uint64 identity_directory(void);
 /*
  * Whether this process read a reload of the worker id that the worker id
  * in force was not yet published from (its reading is later, and
- * differs): its call then takes the cold path, which waits for the node to
- * take it.  Pairs with identity_publish(), which writes the word in force
+ * differs): its call then takes the cold path, which takes the reading for
+ * the node and publishes it.  Pairs with identity_publish(), which writes the word in force
  * before the reading it came from: a reading seen here is in force, read
  * after this.
  */
