@@ -145,8 +145,11 @@ $s->init_from_backup($p, 'pb', has_streaming => 1);
 $s->start;
 insert_rows($p, 10);
 set_worker($p, 6);
-$p->poll_query_until('postgres', 'SELECT snowflake_worker_id() = 6') or die 'worker 6 did not take';
+# a worker id its system has not claimed holds it back until it is claimed
+$p->poll_query_until('postgres', q{SELECT state || '/' || reason = 'held_claimed/unclaimed' FROM snowflake_status})
+  or die 'worker 6 did not take';
 $p->safe_psql('postgres', "SELECT snowflake_claim_worker('p')");
+is($p->safe_psql('postgres', 'SELECT snowflake_worker_id()'), '6', 'claimed, the primary runs as worker id 6');
 insert_rows($p, 100);
 $p->wait_for_catchup($s);
 my $p_max = max_id($p);
