@@ -14,6 +14,7 @@
 #   make torture-mesh  the mesh's random histories on new seeds, in the chroot of
 #                   PG_MAJOR (17): SEEDS=N (10) from FIRST_SEED (1), STEPS
 #   make && sudo make install && make installcheck   against a server of your own
+#   make po/snowflake.pot  the catalogue of the messages, for translators
 
 EXTENSION = snowflake
 MODULE_big = snowflake
@@ -60,7 +61,31 @@ endif
 
 $(OBJS): src/clock.h src/compat.h src/layout.h src/persist.h src/settings.h \
 	src/snowflake.h src/mark.h src/wal.h \
-	src/identity.h src/node.h src/text.h
+	src/identity.h src/messages.h src/node.h src/text.h
+
+# The catalogue of every message the extension can raise, for translators:
+# xgettext with PostgreSQL's keywords (src/nls-global.mk, src/backend/nls.mk;
+# elog's messages are not translated), each message with the places it is
+# raised.  test/messages.sh checks that it holds every one.
+XGETTEXT ?= xgettext
+GETTEXT_TRIGGERS = _ errmsg errmsg_plural:1,2 errdetail errdetail_log \
+	errdetail_plural:1,2 errhint errcontext gettext_noop \
+	GUC_check_errmsg GUC_check_errdetail GUC_check_errhint
+GETTEXT_FLAGS = _:1:pass-c-format errmsg:1:c-format errmsg_plural:1:c-format \
+	errmsg_plural:2:c-format errdetail:1:c-format errdetail_log:1:c-format \
+	errdetail_plural:1:c-format errdetail_plural:2:c-format errhint:1:c-format \
+	errcontext:1:c-format GUC_check_errmsg:1:c-format \
+	GUC_check_errdetail:1:c-format GUC_check_errhint:1:c-format
+MESSAGE_SOURCES = $(patsubst %.o,%.c,$(OBJS))
+
+po/snowflake.pot: $(MESSAGE_SOURCES:%=$(srcdir)/%)
+	@mkdir -p po
+	cd $(srcdir) && $(XGETTEXT) -n --no-wrap --sort-by-file --from-code=UTF-8 \
+		--package-name=snowflake --package-version=$(EXTVERSION) \
+		$(addprefix -k,$(GETTEXT_TRIGGERS)) \
+		$(addprefix --flag=,$(GETTEXT_FLAGS)) -o $(abspath $@) $(MESSAGE_SOURCES)
+
+EXTRA_CLEAN = po
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql
 	@mkdir -p sql

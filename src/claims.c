@@ -37,6 +37,7 @@
 #include "utils/rel.h"
 
 #include "identity.h"
+#include "messages.h"
 #include "node.h"
 
 PG_FUNCTION_INFO_V1(snowflake_identity_claim_seen);
@@ -280,9 +281,9 @@ claim_meets_own(TriggerData *trigdata)
 		return false;
 	claims_pend(DatumGetInt32(worker), (uint64) DatumGetInt64(system));
 	ereport(WARNING,
-			(errmsg("snowflake: the claim of worker id %d by system " UINT64_FORMAT " is kept aside, as this system claimed that worker id here",
-					DatumGetInt32(worker), (uint64) DatumGetInt64(system)),
-			 errdetail("A server whose worker id another system claimed generates no IDs under it until it is told which node it is.")));
+			(errmsg("claim of snowflake worker id %d by system %llu is kept aside",
+					DatumGetInt32(worker), (unsigned long long) DatumGetInt64(system)),
+			 errdetail("This system claimed that worker id here; the other system's claim holds back any server of this system that runs under it, and is left out of the table.")));
 	return true;
 }
 
@@ -303,7 +304,6 @@ snowflake_workers_guard(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	TriggerEvent event;
-	const char *action;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -316,22 +316,12 @@ snowflake_workers_guard(PG_FUNCTION_ARGS)
 				 errmsg("snowflake_workers_guard() must be fired before the change")));
 
 	if (!superuser())
-	{
-		if (TRIGGER_FIRED_BY_INSERT(event))
-			action = "insert into";
-		else if (TRIGGER_FIRED_BY_UPDATE(event))
-			action = "update";
-		else if (TRIGGER_FIRED_BY_DELETE(event))
-			action = "delete from";
-		else
-			action = "truncate";
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to %s table %s",
-						action, RelationGetRelationName(trigdata->tg_relation)),
+				 errmsg("permission denied for table %s",
+						RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("Only superusers may change the claims of worker ids."),
 				 errhint("A superuser claims this node's worker id with snowflake.snowflake_claim_worker().")));
-	}
 
 	if (!TRIGGER_FIRED_FOR_ROW(event))
 		return PointerGetDatum(NULL);

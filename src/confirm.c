@@ -35,6 +35,7 @@
 #include "clock.h"
 #include "identity.h"
 #include "mark.h"
+#include "messages.h"
 #include "node.h"
 #include "persist.h"
 #include "settings.h"
@@ -97,8 +98,8 @@ apply_confirm(void)
 	LWLockRelease(node_shared->lock);
 	if (before != REASON_NONE)
 		ereport(LOG,
-				(errmsg("snowflake: this server confirmed as the node of worker id %d; IDs continue above " INT64_FORMAT,
-						next.worker, last)));
+				(errmsg("snowflake server confirmed as the node of worker id %d", next.worker),
+				 errdetail("New IDs continue above %lld.", (long long) last)));
 }
 
 /*
@@ -195,41 +196,34 @@ static int64
 old_record(const char *dir, NodeRecord *old)
 {
 	char		path[MAXPGPATH];
-	bool		found;
-	uint64		swrites = 0;
-	uint64		iwrites = 0;
-	MarkResult	sres;
-	MarkResult	ires;
+	RecordFiles files;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, SNOWFLAKE_STATE_FILE);
-	node_read(dir, old, &found, &swrites, &iwrites, &sres, &ires);
-	if (sres == MARK_ABSENT)
+	node_read(dir, old, &files);
+	if (files.state == MARK_ABSENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FILE),
 				 errmsg("could not find \"%s\"", path),
 				 errhint("Name the data directory of the old cluster, or give above => its highest ID.")));
-	if (sres == MARK_UNREADABLE)
+	if (files.state == MARK_UNREADABLE || files.state == MARK_BROKEN)
+	{
+		errno = files.state_fault.err;
 		ereport(ERROR,
-				(errcode(ERRCODE_IO_ERROR),
-				 errmsg("could not read snowflake file \"%s\"", path),
-				 errhint("Make it readable by the server's account, or give above => the highest ID the old cluster issued.")));
-	if (sres == MARK_BROKEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("snowflake state file \"%s\" is damaged", path),
+				(persist_fault(path, &files.state_fault),
 				 errhint("Give above => the highest ID the old cluster issued instead.")));
+	}
 
 	/* an upgrade does not make a copy the node */
-	if (found && old->reason != REASON_NONE)
+	if (files.found && old->reason != REASON_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the old cluster in \"%s\" was held back: it was not yet the node of worker id %d",
-						dir, old->worker),
-				 errdetail("It was %s (%s) there; an upgrade of it is held back too.",
+				 errmsg("old cluster in \"%s\" was held back", dir),
+				 errdetail("It was not yet the node of worker id %d, but %s (%s) there; an upgrade of it is held back too.",
+						   old->worker,
 						   node_state_name(node_reason_state((NodeReason) old->reason)),
 						   node_reason_name((NodeReason) old->reason)),
 				 errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces that node, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') with the time the node stopped.")));
-	if (!found)
+	if (!files.found)
 		old->worker = WORKER_ID_UNSET;
 	return old->mark_id;
 }
@@ -245,18 +239,13 @@ check_floor(int64 id)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 
-	if (id >= layout_max_id(l))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("snowflake ID " INT64_FORMAT " is out of range for the \"%s\" layout",
-						id, l->name),
-				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
-						   layout_max_id(l))));
+	mark_check_floor(id);
 	if (layout_tick(l, id) >= layout_max_tick(l) ||
 		layout_tick_to_unix_ms(l, layout_tick(l, id)) - clock_unix_ms() > RUN_AHEAD_CAP_MS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("snowflake ID " INT64_FORMAT " is more than a day ahead of this server's clock", id),
+				 errmsg("snowflake ID %lld is more than a day ahead of this server's clock",
+						(long long) id),
 				 errdetail("It carries the time %s; the node would issue no ID until its clock reached it.",
 						   timestamptz_to_str(layout_tick_to_timestamptz(l, layout_tick(l, id)))),
 				 errhint("Check the value: give the highest ID the node it replaces issued.")));
@@ -344,7 +333,7 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 		if (floor_id < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("snowflake ID " INT64_FORMAT " is negative", floor_id)));
+					 errmsg("snowflake ID %lld is negative", (long long) floor_id)));
 		check_floor(floor_id);
 	}
 	memset(&old, 0, sizeof(old));
@@ -394,8 +383,8 @@ snowflake_identity_confirm(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("stopped_at %s is before the last ID this data directory knows of",
 							timestamptz_to_str(PG_GETARG_TIMESTAMPTZ(2))),
-					 errdetail("ID " INT64_FORMAT " carries the time %s; the node this server replaces ran at least until then.",
-							   known, timestamptz_to_str(layout_tick_to_timestamptz(snowflake_layout,
+					 errdetail("ID %lld carries the time %s; the node this server replaces ran at least until then.",
+							   (long long) known, timestamptz_to_str(layout_tick_to_timestamptz(snowflake_layout,
 																					layout_tick(snowflake_layout, known)))),
 					 errhint("Give the time the node stopped, with its time zone.")));
 		floor_id = Max(floor_id, at);

@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "identity.h"
+#include "messages.h"
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
@@ -190,13 +191,14 @@ check_id(const SnowflakeLayout *l, int64 id)
 	if (id <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("snowflake ID must be positive, not " INT64_FORMAT, id),
-				 errdetail("Snowflake IDs run from 1 to " INT64_FORMAT ".", max_id)));
+				 errmsg("snowflake ID must be positive, not %lld", (long long) id),
+				 errdetail("Snowflake IDs run from 1 to %lld.", (long long) max_id)));
 	if (id > max_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("snowflake ID " INT64_FORMAT " is out of range for the \"%s\" layout", id, l->name),
-				 errdetail("IDs of this layout run from 1 to " INT64_FORMAT ".", max_id)));
+				 errmsg("snowflake ID %lld is out of range for the \"%s\" layout",
+						(long long) id, l->name),
+				 errdetail("IDs of this layout run from 1 to %lld.", (long long) max_id)));
 }
 
 static int64
@@ -270,17 +272,17 @@ check_block(int32 n, bool as_first_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snowflake block size %d is out of range", n),
-				 errdetail("A block holds from 1 to " INT64_FORMAT " IDs: one tick of the layout \"%s\" holds " INT64_FORMAT " sequence numbers.",
-						   capacity, l->name, capacity),
+				 errdetail("A block holds from 1 to %lld IDs: one tick of the layout \"%s\" holds %lld sequence numbers.",
+						   (long long) capacity, l->name, (long long) capacity),
 				 n < 1 ? errhint("A block holds at least one ID.") :
-				 errhint("Reserve several blocks of at most " INT64_FORMAT " IDs.", capacity)));
+				 errhint("Reserve several blocks of at most %lld IDs.", (long long) capacity)));
 	if (as_first_id && n > 1 &&
 		layout_compose(l, 0, 0, 1) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("snowflake layout \"%s\" does not issue consecutive IDs", l->name),
-				 errdetail("Its sequence number sits above the worker id, so the IDs of a block are " INT64_FORMAT " apart, not first to first + n - 1.",
-						   layout_compose(l, 0, 0, 1)),
+				 errdetail("Its sequence number sits above the worker id, so the IDs of a block are %lld apart, not first to first + n - 1.",
+						   (long long) layout_compose(l, 0, 0, 1)),
 				 errhint("Use snowflake_nextval_series(n), which returns the IDs of the block.")));
 }
 
@@ -542,16 +544,18 @@ snowflake_repair_state(PG_FUNCTION_ARGS)
 		if (tick >= layout_max_tick(l))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("snowflake ID " INT64_FORMAT " is in the last tick of the \"%s\" layout", above, l->name),
+					 errmsg("snowflake ID %lld is in the last tick of the \"%s\" layout",
+							(long long) above, l->name),
 					 errdetail("New IDs would have to be greater, and the layout ends at %s: the node could issue almost no ID.",
 							   timestamptz_to_str(layout_tick_to_timestamptz(l, layout_max_tick(l) + 1))),
 					 errhint("Check the value; to repair to it anyway, add force => true.")));
 		if (allowed_ms >= 0 && lead_ms > allowed_ms)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("snowflake ID " INT64_FORMAT " is " INT64_FORMAT " ms ahead of the system clock", above, lead_ms),
-					 errdetail("It carries the time %s; the clock policy lets the node's IDs lead the clock by at most " INT64_FORMAT " ms, so the node would refuse to generate until the clock reaches that time.",
-							   timestamptz_to_str(layout_tick_to_timestamptz(l, tick)), allowed_ms),
+					 errmsg("snowflake ID %lld is %lld ms ahead of the system clock",
+							(long long) above, (long long) lead_ms),
+					 errdetail("It carries the time %s; the clock policy lets the node's IDs lead the clock by at most %lld ms, so the node would refuse to generate until the clock reaches that time.",
+							   timestamptz_to_str(layout_tick_to_timestamptz(l, tick)), (long long) allowed_ms),
 					 errhint("Check the value; to repair to it anyway, add force => true. A forced repair can be undone with another forced one while no ID was issued after it.")));
 	}
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);

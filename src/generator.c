@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "compat.h"
 #include "identity.h"
+#include "messages.h"
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
@@ -219,14 +220,13 @@ judge(const SnowflakeLayout *l, int64 tick, int64 now, int64 now_ms,
 }
 
 /*
- * The time (Unix ms) an ID carries in the layout the node ran before its
- * last layout change, or -1 if that layout cannot be read now (a plain
- * custom layout, whose settings changed).
+ * The time (Unix ms) an ID carries in layout name, the one the node ran
+ * before its last layout change, or -1 if that layout cannot be read now
+ * (a plain custom layout, whose settings changed).
  */
 static int64
-prev_layout_ms(int64 id)
+prev_layout_ms(const char *name, int64 id)
 {
-	const char *name = snowflake_shared->prev_layout;
 	const SnowflakeLayout *o = layout_find(name);
 	SnowflakeLayout buf;
 	char	   *why;
@@ -315,16 +315,22 @@ static NodeReason
 refusal(const SnowflakeLayout *l, int64 n, const Candidate *c, RefuseArgs *a)
 {
 	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	const char *prev = snowflake_shared->prev_layout;
-
-	/* nothing issued in this layout yet: the state is the old layout's */
-	bool		old_layout = prev[0] != '\0' && last <= snowflake_shared->resumed_from;
+	char	   *prev = palloc(NAMEDATALEN);
+	bool		old_layout;
 	int64		old_ms;
 	int64		lead_ms = (c->last_tick - c->now) * l->tick_ms;
 	const char *at;
 	const char *clock = unix_ms_to_str(c->now_ms);
 	const char *until;
 	const char *ahead = node_num(snowflake_max_run_ahead_ms);
+
+	/* a repair or a replay changes the old layout, under the lock */
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	strlcpy(prev, snowflake_shared->prev_layout, NAMEDATALEN);
+	LWLockRelease(node_shared->lock);
+	/* nothing issued in this layout yet: the state is the old layout's */
+	old_layout = prev[0] != '\0' &&
+		(uint64) last <= pg_atomic_read_u64(&snowflake_shared->resumed_from);
 
 	if (c->now < 0)
 	{
@@ -347,7 +353,7 @@ refusal(const SnowflakeLayout *l, int64 n, const Candidate *c, RefuseArgs *a)
 	 * clock's, a crash's or the old layout's own lead is the cause.  No
 	 * setting lets the node run more than a day ahead of the clock.
 	 */
-	old_ms = old_layout ? prev_layout_ms(last) : -1;
+	old_ms = old_layout ? prev_layout_ms(prev, last) : -1;
 	if (old_layout &&
 		(old_ms >= 0 ? old_ms - c->now_ms <= settings_max_lead_ms() : c->seen <= c->now))
 	{
@@ -393,8 +399,8 @@ refuse(const SnowflakeLayout *l, int64 n, const Candidate *c)
  * Refuse unless this node may generate at all (node.c's verdict, with the
  * worker id configured since applied: identity.c); returns its worker id.
  * A node that may not publishes none, so the hot path has only the cold
- * branch of an unset worker id (and recovery, and single-user mode, which
- * are this process's) to take.
+ * branch of an unset worker id (and a reload this process read, recovery,
+ * and single-user mode, which are this process's) to take.
  */
 int
 generator_require_ready(void)
@@ -403,9 +409,11 @@ generator_require_ready(void)
 
 	if (unlikely(snowflake_shared == NULL))
 		node_refuse(REASON_NOT_PRELOADED, NULL);
-	worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
-	if (unlikely(worker == WORKER_ID_UNSET || !IsUnderPostmaster ||
-				 RecoveryInProgress()))
+	if (unlikely(identity_reload_pending()))
+		worker = WORKER_ID_UNSET;
+	else
+		worker = (int) pg_atomic_read_u32(&snowflake_shared->worker);
+	if (unlikely(worker == WORKER_ID_UNSET || !IsUnderPostmaster || RecoveryInProgress()))
 	{
 		NodeReason	r = identity_verdict(true, CHECK_ALL);
 
@@ -439,6 +447,8 @@ generator_verdict(void)
 		return r;
 	seen = (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick);
 	worker = node_configured_worker();
+	/* the shared words before the clock, as generate() reads them */
+	pg_read_barrier();
 	if (consider(l, 1, worker, pg_atomic_read_u64(&snowflake_shared->last_id), seen, &c) == REFUSE)
 		return refusal(l, 1, &c, &a);
 	return r;
@@ -483,6 +493,14 @@ generate(int64 n)
 			(void) generator_require_ready();
 			continue;
 		}
+
+		/*
+		 * Pairs with the data dependency of every other backend's raise of
+		 * seen_tick on its clock reading: a tick read here was read from the
+		 * clock before ours (the vDSO orders its own counter read after
+		 * earlier loads: rdtsc_ordered(), isb).
+		 */
+		pg_read_barrier();
 		v = consider(l, n, worker, old, seen, &c);
 		if (c.now > seen)
 			atomic_raise(&snowflake_shared->seen_tick, (uint64) c.now);
@@ -510,7 +528,12 @@ generate(int64 n)
 		id = layout_compose(l, c.tick, worker, c.seq);
 		/* the block's greatest ID, which the reservation must cover */
 		last = n == 1 ? id : layout_compose(l, c.tick, worker, c.seq + (n - 1));
-		/* pairs with the repair's write barrier: see mark_repair() */
+
+		/*
+		 * Pairs with mark_repair_save()'s write barrier: the last ID (old)
+		 * is read before extend_at, so a backend that read the last ID a
+		 * repair installed finds extend_at 0 and asks for a reservation.
+		 */
 		pg_read_barrier();
 		if (unlikely((uint64) last > pg_atomic_read_u64(&snowflake_shared->extend_at)))
 		{
@@ -581,7 +604,7 @@ generator_status(GeneratorStatus *st)
 	st->worker_id = (int) (int32) pg_atomic_read_u32(&snowflake_shared->worker);
 	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 	/* what was issued since start; the floor it resumed from was not */
-	st->last_id = last > snowflake_shared->resumed_from ? last : 0;
+	st->last_id = (uint64) last > pg_atomic_read_u64(&snowflake_shared->resumed_from) ? last : 0;
 	st->high_water_mark = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	for (int i = 0; i < snowflake_shared->nslots; i++)
 	{

@@ -44,8 +44,11 @@
 #include "miscadmin.h"
 #include "replication/origin.h"
 
+#include "clock.h"
+#include "compat.h"
 #include "identity.h"
 #include "mark.h"
+#include "messages.h"
 #include "node.h"
 #include "persist.h"
 #include "settings.h"
@@ -170,6 +173,14 @@ apply_worker(NodeRecord *r, int worker, bool primary)
 	}
 }
 
+/* The message of a standby whose worker id is not its primary's. */
+static int
+standby_differs(int own, int primary)
+{
+	return errmsg("snowflake.worker_id of this standby, %d, is not its primary's worker id, %d",
+				  own, primary);
+}
+
 /*
  * Log the record for standbys, unless a file of it could not be read: what
  * this node knows then says nothing of the node.
@@ -203,22 +214,76 @@ settle(bool log, int elevel)
 			identity_log_record(&next);
 		if (before != REASON_NONE && next.reason == REASON_NONE)
 			ereport(LOG,
-					(errmsg("snowflake: worker id %d releases this server, which was held back (%s)",
-							worker, node_reason_name(before))));
+					(errmsg("snowflake worker id %d releases this server", worker),
+					 errdetail("It was held back for %s.", node_reason_name(before))));
 		else if (before == REASON_NONE && next.reason != REASON_NONE)
 			ereport(LOG,
-					(errmsg("snowflake: worker id %d holds this server back (%s)",
-							worker, node_reason_name((NodeReason) next.reason))));
+					(errmsg("snowflake worker id %d holds this server back", worker),
+					 errdetail("It is held back for %s.", node_reason_name((NodeReason) next.reason))));
 	}
 	identity_publish();
 }
 
-/* The worker id in force, or none while held back; with the lock held. */
+/*
+ * The worker id in force, or none while held back or while the start
+ * found what stops every call; with the lock held (or at start).  The
+ * hot path reads the word without the lock: it needs nothing else the
+ * lock guards, as every ID is installed by a compare-and-swap on the last
+ * ID.
+ */
 void
 identity_publish(void)
 {
-	node_publish();
-	mark_publish_worker(node_publishes_worker() ? node_configured_worker() : WORKER_ID_UNSET);
+	bool		may = node_verdict_before(&node_shared->rec, CHECK_RECOVERY) == REASON_NONE;
+
+	mark_publish_worker(may ? node_configured_worker() : WORKER_ID_UNSET);
+	/* pairs with identity_reload_pending(): the word before the reading */
+	pg_write_barrier();
+	pg_atomic_write_u32(&node_shared->published, pg_atomic_read_u32(&node_shared->configured));
+	pg_atomic_write_u64(&node_shared->published_at, pg_atomic_read_u64(&node_shared->configured_at));
+}
+
+/*
+ * Make a reading of snowflake.worker_id (value, read by this process at
+ * settings_worker_read_at()) the node's, unless the node has a later one.
+ * The postmaster does it at start; after that the keeper at every round,
+ * during recovery, when no keeper runs, the startup process at every
+ * reload, and a backend whose own reading is later (take_own_reading()).
+ * With the lock held exclusively (or at start), so that a reader
+ * under the lock sees the value and its time together.
+ */
+static void
+take_configured(int value)
+{
+	uint64		at = settings_worker_read_at();
+
+	if (at < pg_atomic_read_u64(&node_shared->configured_at))
+		return;
+	pg_atomic_write_u64(&node_shared->configured_at, at);
+	pg_atomic_write_u32(&node_shared->configured, (uint32) value);
+}
+
+/*
+ * A reload read by this backend and not yet taken by the node (its reading
+ * is later than the node's, and differs): take it for the node, so that a
+ * call or the status view after a reload judges by it, whether or not the
+ * keeper has had its round (a stopped keeper holds no reload back).  A
+ * call's cold path then applies and publishes it (settle_locked()).
+ */
+static void
+take_own_reading(void)
+{
+	bool		behind;
+
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	behind = settings_worker_read_at() > pg_atomic_read_u64(&node_shared->configured_at) &&
+		(int) (int32) pg_atomic_read_u32(&node_shared->configured) != settings_worker_reading;
+	LWLockRelease(node_shared->lock);
+	if (!behind)
+		return;
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	take_configured(settings_worker_reading);
+	LWLockRelease(node_shared->lock);
 }
 
 static void
@@ -248,23 +313,25 @@ upgrade_target(const NodeRecord *r, bool found)
  * is), a damaged state file (refused until repaired).
  */
 static void
-files_found(MarkResult sres, MarkResult ires)
+files_found(const RecordFiles *f)
 {
-	if (sres == MARK_UNREADABLE || ires == MARK_UNREADABLE)
+	if (f->state == MARK_UNREADABLE || f->identity == MARK_UNREADABLE)
 	{
-		node_find(CHECK_FILE, sres == MARK_UNREADABLE ?
-				  REASON_STATE_UNREADABLE : REASON_RECORD_UNREADABLE);
+		bool		state = f->state == MARK_UNREADABLE;
+		const PersistFault *fault = state ? &f->state_fault : &f->identity_fault;
+
+		node_find(CHECK_FILE, state ? REASON_STATE_UNREADABLE : REASON_RECORD_UNREADABLE);
+		errno = fault->err;
 		ereport(WARNING,
-				(errmsg("could not read snowflake file \"%s\"",
-						sres == MARK_UNREADABLE ? SNOWFLAKE_STATE_FILE : SNOWFLAKE_IDENTITY_FILE),
-				 errdetail("It cannot be opened or read (its mode or owner); it is left as it is.")));
+				(persist_fault(state ? SNOWFLAKE_STATE_FILE : SNOWFLAKE_IDENTITY_FILE, fault),
+				 errhint("The file is left as it is; the node refuses to generate until the server can read it and restarts.")));
 	}
-	if (sres == MARK_BROKEN)
+	if (f->state == MARK_BROKEN)
 	{
 		node_find(CHECK_MARK, REASON_STATE_DAMAGED);
 		ereport(WARNING,
-				(errmsg("snowflake state file \"%s\" is damaged", SNOWFLAKE_STATE_FILE),
-				 errdetail("The generator refuses to issue IDs until it is repaired with snowflake_repair_state().")));
+				(persist_fault(SNOWFLAKE_STATE_FILE, &f->state_fault),
+				 errhint("The node refuses to generate until it is repaired with snowflake_repair_state().")));
 	}
 }
 
@@ -284,8 +351,7 @@ identity_start(StartEvidence *ev)
 	NodeReason	signal = REASON_NONE;
 	uint64		sysid = identity_system();
 	uint64		inode = identity_directory();
-	MarkResult	sres;
-	MarkResult	ires;
+	RecordFiles files;
 	bool		crc_ok = false;
 	ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
 
@@ -294,8 +360,7 @@ identity_start(StartEvidence *ev)
 	ev->recovered = !crc_ok || cf->state != DB_SHUTDOWNED ||
 		exists("standby.signal") || exists("recovery.signal") || exists("backup_label");
 	pfree(cf);
-	pg_atomic_write_u32(&n->configured, (uint32) (settings_worker_rejected() ?
-												  WORKER_ID_REJECTED : snowflake_worker_id));
+	take_configured(settings_worker_reading);
 	/* a restore, whichever mode it runs in (standby.signal wins over recovery.signal) */
 	if (standby_signal && !standby)
 		signal = recovery_target() ? REASON_RECOVERY_TARGET : REASON_ARCHIVE_STANDBY;
@@ -304,8 +369,11 @@ identity_start(StartEvidence *ev)
 	else if (!standby && exists("backup_label"))
 		signal = REASON_BACKUP_LABEL;
 
-	node_read(NULL, r, &ev->found, &n->state_writes, &n->identity_writes, &sres, &ires);
-	if (sres == MARK_OK)
+	node_read(NULL, r, &files);
+	ev->found = files.found;
+	n->state_writes = files.state_writes;
+	n->identity_writes = files.identity_writes;
+	if (files.state == MARK_OK)
 		ev->state_as_read = *r;
 	node_find(CHECK_CONFIG, node_settings_reason());
 	if (IsBinaryUpgrade)
@@ -321,9 +389,9 @@ identity_start(StartEvidence *ev)
 			identity_upgrade_noticed();
 		return;
 	}
-	files_found(sres, ires);
+	files_found(&files);
 
-	if (ires == MARK_BROKEN && !ev->found)
+	if (files.identity == MARK_BROKEN && !ev->found)
 	{
 		/* a damaged record of the node, and no other: whatever it was, held */
 		ev->found = true;
@@ -386,8 +454,7 @@ identity_started(const StartEvidence *ev)
 	if ((node_shared->rec.flags & RECORD_WORKER_REPLAYED) &&
 		worker != WORKER_ID_UNSET && worker != node_shared->rec.worker)
 		ereport(LOG,
-				(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
-						node_shared->rec.worker, worker),
+				(standby_differs(worker, node_shared->rec.worker),
 				 errhint("Give this server the primary's worker id before it is promoted, unless it is to become a node of its own.")));
 
 	/*
@@ -406,51 +473,36 @@ identity_started(const StartEvidence *ev)
 	r = node_verdict_before(&node_shared->rec, CHECK_RECOVERY);
 	if (r != REASON_NONE)
 		ereport(WARNING,
-				(errmsg("snowflake generates no IDs on this server: %s (%s)",
-						node_state_name(node_reason_state(r)), node_reason_name(r)),
+				(errmsg("snowflake generates no IDs on this server"),
+				 errdetail("Its state is %s, for %s.",
+						   node_state_name(node_reason_state(r)), node_reason_name(r)),
 				 errhint("Read snowflake.snowflake_status, or call snowflake.snowflake_nextval() to see the remedy.")));
 }
 
 /*
- * The worker id the configuration gives, as the postmaster reads it at a
- * reload: published at once for the whole node, as the node's worker id
- * must change even while the keeper is stuck (a clash found), unless the
- * node is held back or the worker id would hold it (another system's, one
- * given up, a copy's source's: checked first, so that such a worker id is
- * never published).  The record is left to those that
- * may change it (settle(), under the lock).  Against a concurrent settle()
- * that holds the node back: each side writes its word, then a barrier,
- * then reads the other's, so at least one of them sees the other's write
- * and the worker id ends unpublished.
+ * A reading of snowflake.worker_id (settings.c's assign hook, in every
+ * process): taken by the startup process, the one that follows reloads
+ * during recovery; the keeper takes its own at its next round
+ * (identity_keep()), and the postmaster none after start.
  */
 void
 identity_configured(int worker)
 {
-	NodeEvent	ev;
-
-	if (node_shared == NULL)
+	if (node_shared == NULL || !AmStartupProcess())
 		return;
-	pg_atomic_write_u32(&node_shared->configured, (uint32) worker);
-	if (node_found(CHECK_CONFIG) != REASON_NONE)
-		return;
-	ev = worker_event(&node_shared->rec, worker);
-	if (!node_publishes_worker() || (ev != EV_WORKER_SAME && ev != EV_WORKER_OWN))
-	{
-		mark_publish_worker(WORKER_ID_UNSET);
-		return;
-	}
-	mark_publish_worker(worker);
-	pg_memory_barrier();
-	if (!node_publishes_worker())
-		mark_publish_worker(WORKER_ID_UNSET);
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	take_configured(worker);
+	LWLockRelease(node_shared->lock);
 }
 
 /*
- * The keeper's part, once recovery has ended: apply the worker id read at
- * the last reload (settle() changes nothing when it is applied already),
- * and, at its start (first), log the record, so that standbys made before
- * any change of it, or while the library was not preloaded, know what this
- * node is.
+ * The keeper's part, once recovery has ended: take the worker id it read
+ * at the last reload, apply it (settle() changes nothing when it is
+ * applied already) and publish it, and, at its start (first), log the
+ * record, so that standbys made before any change of it, or while the
+ * library was not preloaded, know what this node is.  A worker id that
+ * would hold the node back is never published: the event is judged, and
+ * the word written, under the lock.
  */
 void
 identity_keep(bool first)
@@ -458,6 +510,7 @@ identity_keep(bool first)
 	if (node_found(CHECK_CONFIG) != REASON_NONE)
 		return;
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	take_configured(settings_worker_reading);
 	settle(true, LOG);
 	if (first)
 		identity_log_record(&node_shared->rec);
@@ -506,17 +559,12 @@ identity_replay(const void *data, Size len)
 		bool		news = next.worker != node_shared->rec.worker ||
 			next.reason != node_shared->rec.reason;
 
-		if (worker != WORKER_ID_UNSET && worker != next.worker && news &&
-			next.reason == REASON_WORKER_RETIRED)
+		if (worker != WORKER_ID_UNSET && worker != next.worker && news)
 			ereport(LOG,
-					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
-							next.worker, worker),
+					(standby_differs(worker, next.worker),
+					 next.reason == REASON_WORKER_RETIRED ?
 					 errdetail("The primary gave worker id %d up; promoted, this server refuses until its snowflake.worker_id is %d.",
-							   worker, next.worker)));
-		else if (worker != WORKER_ID_UNSET && worker != next.worker && news)
-			ereport(LOG,
-					(errmsg("snowflake: the primary runs as worker id %d, and this standby's snowflake.worker_id is %d",
-							next.worker, worker),
+							   worker, next.worker) :
 					 errdetail("Promoted, this server generates under worker id %d, its own.", worker)));
 		(void) node_save(&next, SAVE_BOTH, WARNING);
 		identity_publish();
@@ -542,6 +590,8 @@ identity_verdict(bool settle_now, NodeCheck upto)
 
 	if (node_shared == NULL)
 		return REASON_NOT_PRELOADED;
+	if (IsUnderPostmaster && node_found(CHECK_CONFIG) == REASON_NONE)
+		take_own_reading();
 	/* what the catalog says, read outside the lock */
 	LWLockAcquire(node_shared->lock, LW_SHARED);
 	r = node_shared->rec;
@@ -600,19 +650,15 @@ static void
 change_files(bool (*change) (NodeRecord *r, const void *arg), const void *arg)
 {
 	NodeRecord	r;
-	bool		found;
-	uint64		swrites = 0;
-	uint64		iwrites = 0;
-	MarkResult	sres;
-	MarkResult	ires;
+	RecordFiles files;
 
-	node_read(NULL, &r, &found, &swrites, &iwrites, &sres, &ires);
-	if (sres == MARK_BROKEN || sres == MARK_UNREADABLE ||
-		ires == MARK_BROKEN || ires == MARK_UNREADABLE)
+	node_read(NULL, &r, &files);
+	if (files.state == MARK_BROKEN || files.state == MARK_UNREADABLE ||
+		files.identity == MARK_BROKEN || files.identity == MARK_UNREADABLE)
 		return;
-	if (!found && r.mark_id != 0)
+	if (!files.found && r.mark_id != 0)
 		return;
-	if (!found)
+	if (!files.found)
 	{
 		r.system_identifier = identity_system();
 		r.directory_inode = identity_directory();
@@ -623,8 +669,9 @@ change_files(bool (*change) (NodeRecord *r, const void *arg), const void *arg)
 		return;
 	r.changes++;
 	r.flags |= RECORD_NODE;
-	if (persist_write_file(SNOWFLAKE_STATE_FILE, &r, sizeof(r), &swrites, WARNING))
-		(void) persist_write_file(SNOWFLAKE_IDENTITY_FILE, &r, sizeof(r), &iwrites, WARNING);
+	if (persist_write_file(SNOWFLAKE_STATE_FILE, &r, sizeof(r), &files.state_writes, WARNING))
+		(void) persist_write_file(SNOWFLAKE_IDENTITY_FILE, &r, sizeof(r),
+								  &files.identity_writes, WARNING);
 }
 
 /*

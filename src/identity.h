@@ -13,6 +13,7 @@
 #define SNOWFLAKE_IDENTITY_H
 
 #include "node.h"
+#include "settings.h"
 
 /* What a start found in the data directory, gathered once at its start. */
 typedef struct StartEvidence
@@ -40,6 +41,25 @@ extern uint64 identity_system(void);
 extern bool identity_ran_before(void);
 extern void identity_note_ran(void);
 extern uint64 identity_directory(void);
+
+/*
+ * Whether this process read a reload of the worker id that the worker id
+ * in force was not yet published from (its reading is later, and
+ * differs): its call then takes the cold path, which takes the reading for
+ * the node and publishes it.  Pairs with identity_publish(), which writes the word in force
+ * before the reading it came from: a reading seen here is in force, read
+ * after this.
+ */
+static inline bool
+identity_reload_pending(void)
+{
+	bool		pending =
+		(int) (int32) pg_atomic_read_u32(&node_shared->published) != settings_worker_reading &&
+		settings_worker_read_at() > pg_atomic_read_u64(&node_shared->published_at);
+
+	pg_read_barrier();
+	return pending;
+}
 
 /* claims.c */
 extern void claims_register_callbacks(void);

@@ -33,6 +33,7 @@
 
 #include "compat.h"
 #include "identity.h"
+#include "messages.h"
 #include "settings.h"
 #include "snowflake.h"
 #include "mark.h"
@@ -169,8 +170,9 @@ start_origin_worker(bool *soon)
 	if (!OidIsValid(db))
 	{
 		ereport(WARNING,
-				(errmsg("snowflake cannot look for replication origin \"%s\": no database accepts connections",
+				(errmsg("snowflake cannot look for replication origin \"%s\"",
 						SNOWFLAKE_LEGACY_ORIGIN),
+				 errdetail("No database accepts connections."),
 				 errhint("Allow connections to a database, such as postgres, with ALTER DATABASE ... ALLOW_CONNECTIONS true.")));
 		return NULL;
 	}
@@ -215,6 +217,7 @@ snowflake_keeper_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	on_shmem_exit(keeper_exit, (Datum) 0);
+	mark_keeper_arrived();
 
 	/* before any reservation of this start: what this node is */
 	identity_keep(true);

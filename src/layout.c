@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 
 #include "layout.h"
+#include "messages.h"
 
 
 static SnowflakeLayout presets[] = {
@@ -103,33 +104,33 @@ layout_finish(SnowflakeLayout *l, char **why)
 	if (l->time_bits < 1 || l->seq_bits < 1 || l->worker_bits < 0)
 	{
 		snprintf(buf, sizeof(buf),
-				 "The time and sequence fields need at least 1 bit each and the worker field at least 0.");
+				 _("The time and sequence fields need at least 1 bit each and the worker field at least 0."));
 		return false;
 	}
 	/* decoding returns the worker and sequence as integer */
 	if (l->worker_bits > 31 || l->seq_bits > 31)
 	{
 		snprintf(buf, sizeof(buf),
-				 "The worker and sequence fields may have at most 31 bits each.");
+				 _("The worker and sequence fields may have at most 31 bits each."));
 		return false;
 	}
 	if (l->time_bits + l->worker_bits + l->seq_bits > 64 ||
 		l->worker_bits + l->seq_bits > 62)
 	{
 		snprintf(buf, sizeof(buf),
-				 "The fields take %d bits, of which %d below the time field; an ID has 64, and at least one time bit below the sign bit.",
+				 _("The fields take %d bits, of which %d below the time field; an ID has 64, and at least one time bit below the sign bit."),
 				 l->time_bits + l->worker_bits + l->seq_bits,
 				 l->worker_bits + l->seq_bits);
 		return false;
 	}
 	if (l->tick_ms < 1)
 	{
-		snprintf(buf, sizeof(buf), "The time unit must be at least 1 ms.");
+		snprintf(buf, sizeof(buf), _("The time unit must be at least 1 ms."));
 		return false;
 	}
 	if (l->epoch_ms < 0 || l->epoch_ms > LAYOUT_MAX_UNIX_MS)
 	{
-		snprintf(buf, sizeof(buf), "The epoch must lie between 1970-01-01 and the end of timestamp with time zone.");
+		snprintf(buf, sizeof(buf), _("The epoch must lie between 1970-01-01 and the end of timestamp with time zone."));
 		return false;
 	}
 
@@ -157,7 +158,7 @@ layout_finish(SnowflakeLayout *l, char **why)
 		end_ms > LAYOUT_MAX_UNIX_MS)
 	{
 		snprintf(buf, sizeof(buf),
-				 "The time field outlasts the range of timestamp with time zone; use fewer time bits or a shorter time unit.");
+				 _("The time field outlasts the range of timestamp with time zone; use fewer time bits or a shorter time unit."));
 		return false;
 	}
 	*why = NULL;
@@ -433,7 +434,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 	if (strlen(name) >= NAMEDATALEN)
 	{
 		snprintf(buf, sizeof(buf),
-				 "A layout's name has at most %d characters; this one has %d.",
+				 _("A layout's name has at most %d characters; this one has %d."),
 				 NAMEDATALEN - 1, (int) strlen(name));
 		return false;
 	}
@@ -441,7 +442,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 	if (*zone == '\0')
 	{
 		snprintf(buf, sizeof(buf),
-				 "No time zone follows \"%s\".", LAYOUT_ZONE_PREFIX);
+				 _("No time zone follows \"%s\"."), LAYOUT_ZONE_PREFIX);
 		return false;
 	}
 	if (at != NULL)
@@ -449,14 +450,14 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 		if (!parse_start_day(at + 1, &start))
 		{
 			snprintf(buf, sizeof(buf),
-					 "\"%s\" is not a day written as YYYY-MM-DD, such as 2026-07-01.",
+					 _("\"%s\" is not a day written as YYYY-MM-DD, such as 2026-07-01."),
 					 at + 1);
 			return false;
 		}
 		if (date2j(start.tm_year, start.tm_mon, start.tm_mday) < date2j(2016, 11, 1))
 		{
 			snprintf(buf, sizeof(buf),
-					 "No ShardingSphere generator started before its epoch, 2016-11-01; %s is earlier.",
+					 _("No ShardingSphere generator started before its epoch, 2016-11-01; %s is earlier."),
 					 at + 1);
 			return false;
 		}
@@ -466,7 +467,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 		if (abs(minutes) > ZONE_OFFSET_MAX_MINUTES)
 		{
 			snprintf(buf, sizeof(buf),
-					 "The UTC offset \"%s\" is out of range: offsets run from -23:59 to +23:59.",
+					 _("The UTC offset \"%s\" is out of range: offsets run from -23:59 to +23:59."),
 					 zone);
 			return false;
 		}
@@ -483,7 +484,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 		if (pg_strcasecmp(zone, "localtime") == 0)
 		{
 			snprintf(buf, sizeof(buf),
-					 "\"localtime\" is whatever zone the machine is set to; name that zone.");
+					 _("\"localtime\" is whatever zone the machine is set to; name that zone."));
 			return false;
 		}
 		/* a leading colon makes pg_tzset() read only the zone files */
@@ -495,22 +496,22 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 				 pg_strncasecmp(zone, "UTC", 3) == 0) &&
 				(zone[3] == '+' || zone[3] == '-'))
 				snprintf(buf, sizeof(buf),
-						 "\"%s\" is not a time zone name; write a fixed UTC offset as \"+08:00\", east of UTC positive (Java's \"GMT+08:00\").",
+						 _("\"%s\" is not a time zone name; write a fixed UTC offset as \"+08:00\", east of UTC positive (Java's \"GMT+08:00\")."),
 						 zone);
 			else if (*zone == '+' || *zone == '-')
 				snprintf(buf, sizeof(buf),
-						 "\"%s\" is not a UTC offset; write one as \"+08:00\" or \"-04:00\".",
+						 _("\"%s\" is not a UTC offset; write one as \"+08:00\" or \"-04:00\"."),
 						 zone);
 			else
 				snprintf(buf, sizeof(buf),
-						 "Time zone \"%s\" is not in this server's time zone database.",
+						 _("Time zone \"%s\" is not in this server's time zone database."),
 						 zone);
 			return false;
 		}
 		if (!pg_tz_acceptable(tz))
 		{
 			snprintf(buf, sizeof(buf),
-					 "Time zone \"%s\" counts leap seconds, which neither PostgreSQL nor Java does.",
+					 _("Time zone \"%s\" counts leap seconds, which neither PostgreSQL nor Java does."),
 					 zone);
 			return false;
 		}
@@ -562,7 +563,7 @@ zone_layout(SnowflakeLayout *l, const char *name, char **why)
 			j2date((int) (end_ms / 86400000) + UNIX_EPOCH_JDATE, &y, &m, &d);
 			*why = buf;
 			snprintf(buf, sizeof(buf),
-					 "No ShardingSphere generator makes IDs after its layout's end of life, %04d-%02d-%02d (UTC); %s is later.",
+					 _("No ShardingSphere generator makes IDs after its layout's end of life, %04d-%02d-%02d (UTC); %s is later."),
 					 y, m, d, at + 1);
 			return false;
 		}
@@ -609,20 +610,20 @@ layout_from_name(SnowflakeLayout *l, const char *name, char **why)
 		!name_field(&p, "", 64, &s) || !name_field(&p, "ms", 86400000, &tick))
 	{
 		snprintf(buf, sizeof(buf),
-				 "A custom layout is named \"custom:TIME_BITS/WORKER_BITS/SEQ_BITS/TICKms/EPOCH\", as in \"custom:41/10/12/1ms/2016-11-01\", with \"/seq_above_worker\" at the end for the Sonyflake order.");
+				 _("A custom layout is named \"custom:TIME_BITS/WORKER_BITS/SEQ_BITS/TICKms/EPOCH\", as in \"custom:41/10/12/1ms/2016-11-01\", with \"/seq_above_worker\" at the end for the Sonyflake order."));
 		return false;
 	}
 	slash = strchr(p, '/');
 	if (slash != NULL && pg_strcasecmp(slash + 1, "seq_above_worker") != 0)
 	{
 		snprintf(buf, sizeof(buf),
-				 "The only option after the epoch is \"/seq_above_worker\".");
+				 _("The only option after the epoch is \"/seq_above_worker\"."));
 		return false;
 	}
 	epoch_len = slash ? (size_t) (slash - p) : strlen(p);
 	if (epoch_len >= sizeof(epoch))
 	{
-		snprintf(buf, sizeof(buf), "The epoch is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds.");
+		snprintf(buf, sizeof(buf), _("The epoch is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds."));
 		return false;
 	}
 	strlcpy(epoch, p, epoch_len + 1);
@@ -636,7 +637,7 @@ layout_from_name(SnowflakeLayout *l, const char *name, char **why)
 	if (parse_epoch(epoch, &l->epoch_ms) != EPOCH_OK)
 	{
 		snprintf(buf, sizeof(buf),
-				 "The epoch \"%s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 to the end of timestamp with time zone.",
+				 _("The epoch \"%s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 to the end of timestamp with time zone."),
 				 epoch);
 		return false;
 	}
@@ -674,18 +675,18 @@ layout_build_custom(SnowflakeLayout *l, int time_bits, int worker_bits,
 			break;
 		case EPOCH_NOT_A_TIME:
 			snprintf(buf, sizeof(buf),
-					 "snowflake.custom_epoch \"%.40s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 on",
+					 _("snowflake.custom_epoch \"%.40s\" is not a date (YYYY-MM-DD[ HH:MM:SS[.fff]], UTC) or Unix milliseconds from 1970 on."),
 					 epoch ? epoch : "");
 			return false;
 		case EPOCH_OUT_OF_RANGE:
 			snprintf(buf, sizeof(buf),
-					 "snowflake.custom_epoch \"%.40s\" is out of range: an epoch lies between 1970-01-01 and the end of timestamp with time zone",
+					 _("snowflake.custom_epoch \"%.40s\" is out of range: an epoch lies between 1970-01-01 and the end of timestamp with time zone."),
 					 epoch);
 			return false;
 	}
 	if (l->epoch_ms > now_unix_ms)
 	{
-		snprintf(buf, sizeof(buf), "snowflake.custom_epoch is in the future");
+		snprintf(buf, sizeof(buf), _("snowflake.custom_epoch is in the future."));
 		return false;
 	}
 	if (!layout_finish(l, why))
@@ -695,7 +696,7 @@ layout_build_custom(SnowflakeLayout *l, int time_bits, int worker_bits,
 		*why = buf;
 		format_unix_ms(layout_tick_to_unix_ms(l, layout_max_tick(l)), end, sizeof(end));
 		snprintf(buf, sizeof(buf),
-				 "snowflake.custom_time_bits = %d leaves no room to issue an ID: with snowflake.custom_tick_ms = %d the last tick of the layout begins at %s UTC and has begun",
+				 _("snowflake.custom_time_bits = %d leaves no room to issue an ID: with snowflake.custom_tick_ms = %d the last tick of the layout begins at %s UTC and has begun."),
 				 time_bits, tick_ms, end);
 		return false;
 	}

@@ -54,13 +54,11 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "messages.h"
 #include "node.h"
 #include "settings.h"
 #include "mark.h"
 #include "wal.h"
-
-/* how long a backend waits for the keeper's reservation before refusing */
-#define KEEPER_WAIT_MS	5000
 
 GeneratorShared *snowflake_shared = NULL;
 
@@ -136,7 +134,8 @@ static void
 set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 {
 	bool		old_layout = snowflake_shared->prev_layout[0] != '\0' &&
-		(int64) pg_atomic_read_u64(&snowflake_shared->last_id) <= snowflake_shared->resumed_from;
+		pg_atomic_read_u64(&snowflake_shared->last_id) <=
+		pg_atomic_read_u64(&snowflake_shared->resumed_from);
 
 	r->mark_id = mark_id;
 	r->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
@@ -144,7 +143,7 @@ set_mark(const SnowflakeLayout *l, int64 mark_id, NodeRecord *r)
 	r->flags &= ~(RECORD_FLOOR_PENDING | RECORD_LEGACY_GONE);
 	if (floor_pending())
 		r->flags |= RECORD_FLOOR_PENDING;
-	if (snowflake_shared->legacy_state == LEGACY_GONE)
+	if (pg_atomic_read_u32(&snowflake_shared->legacy_state) == LEGACY_GONE)
 		r->flags |= RECORD_LEGACY_GONE;
 	r->undo_floor = snowflake_shared->undo_floor;
 }
@@ -181,14 +180,16 @@ load_mark(const SnowflakeLayout *l)
 	{
 		node_find(CHECK_MARK, REASON_STATE_DAMAGED);
 		ereport(WARNING,
-				(errmsg("snowflake state file \"%s\" is damaged: it holds values no snowflake layout can have made",
-						SNOWFLAKE_STATE_FILE)));
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("snowflake state file \"%s\" is damaged", SNOWFLAKE_STATE_FILE),
+				 errdetail("It holds values no snowflake layout can have made."),
+				 errhint("The node refuses to generate until it is repaired with snowflake_repair_state().")));
 		return;
 	}
 	if (m->flags & RECORD_FLOOR_PENDING)
 		node_find(CHECK_FLOOR, REASON_FLOOR_PENDING);
 	if (m->flags & RECORD_LEGACY_GONE)
-		snowflake_shared->legacy_state = LEGACY_GONE;
+		pg_atomic_write_u32(&snowflake_shared->legacy_state, LEGACY_GONE);
 	if (strcmp(m->layout, l->name) != 0)
 		strlcpy(snowflake_shared->prev_layout, m->layout, NAMEDATALEN);
 	if (m->mark_id >= layout_max_id(l))
@@ -207,8 +208,8 @@ load_mark(const SnowflakeLayout *l)
 						(uint64) Max(0, layout_unix_ms_to_tick(l, m->seen_unix_ms)));
 	if (snowflake_shared->prev_layout[0] != '\0')
 		ereport(LOG,
-				(errmsg("snowflake layout changed from \"%s\" to \"%s\"; new IDs continue above " INT64_FORMAT,
-						m->layout, l->name, m->mark_id)));
+				(errmsg("snowflake layout changed from \"%s\" to \"%s\"", m->layout, l->name),
+				 errdetail("New IDs continue above %lld.", (long long) m->mark_id)));
 }
 
 /*
@@ -234,9 +235,10 @@ mark_shmem_init(bool recovered)
 	pg_atomic_init_u64(&s->reserved, 0);
 	pg_atomic_init_u32(&s->worker, (uint32) WORKER_ID_UNSET);
 	pg_atomic_init_u64(&s->requested, 0);
+	pg_atomic_init_u32(&s->keeper_proc, NO_KEEPER);
 	ConditionVariableInit(&s->renewed);
-	s->keeper_latch = NULL;
-	s->legacy_state = LEGACY_UNKNOWN;
+	pg_atomic_init_u32(&s->legacy_state, LEGACY_UNKNOWN);
+	pg_atomic_init_u64(&s->resumed_from, 0);
 	s->legacy_mark = 0;
 	s->origin_failed = false;
 	s->prev_layout[0] = '\0';
@@ -265,27 +267,32 @@ mark_shmem_init(bool recovered)
 		node_find(CHECK_FLOOR, recovered || node_shared->rec.mark_id == 0 ?
 				  REASON_FLOOR_PENDING : REASON_NONE);
 		load_mark(l);
-		s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
+		pg_atomic_write_u64(&s->resumed_from, pg_atomic_read_u64(&s->last_id));
 		if (trusted())
 			set_mark(l, Max(1, (int64) pg_atomic_read_u64(&s->last_id)), &node_shared->rec);
 		if (settings_worker_rejected())
 			ereport(WARNING,
-					(errmsg("snowflake.worker_id = '%s' was rejected: this server generates no snowflake IDs",
-							settings_worker_rejected()),
-					 errhint("Set snowflake.worker_id in postgresql.conf to a worker id from 0 to " INT64_FORMAT " and reload.",
-							 layout_max_worker(l))));
+					(errcode(ERRCODE_CONFIG_FILE_ERROR),
+					 errmsg("snowflake.worker_id = '%s' was rejected", settings_worker_rejected()),
+					 errdetail("This server generates no snowflake IDs until a valid one is set."),
+					 errhint("Set snowflake.worker_id in postgresql.conf to a worker id from 0 to %lld and reload.",
+							 (long long) layout_max_worker(l))));
 		else if (snowflake_worker_id == WORKER_ID_UNSET)
 			ereport(WARNING,
-					(errmsg("snowflake.worker_id is not set: this server generates no snowflake IDs"),
+					(errmsg("snowflake.worker_id is not set"),
+					 errdetail("This server generates no snowflake IDs until one is set."),
 					 errhint("Give every node a worker id of its own in postgresql.conf and reload.")));
 		else if (trusted())
 			ereport(LOG,
-					(errmsg("snowflake: worker id %d, layout \"%s\", IDs continue above " INT64_FORMAT "%s",
-							snowflake_worker_id, l->name,
-							(int64) pg_atomic_read_u64(&s->last_id),
-							floor_pending() ? " and above what recovery finds" : "")));
+					(errmsg("snowflake generates as worker id %d in layout \"%s\"",
+							snowflake_worker_id, l->name),
+					 floor_pending() ?
+					 errdetail("New IDs continue above %lld and above what recovery finds.",
+							   (long long) pg_atomic_read_u64(&s->last_id)) :
+					 errdetail("New IDs continue above %lld.",
+							   (long long) pg_atomic_read_u64(&s->last_id))));
 	}
-	s->resumed_from = (int64) pg_atomic_read_u64(&s->last_id);
+	pg_atomic_write_u64(&s->resumed_from, pg_atomic_read_u64(&s->last_id));
 
 	if (!IsUnderPostmaster)
 		on_shmem_exit(mark_shutdown, (Datum) 0);
@@ -307,7 +314,7 @@ apply_floor(const SnowflakeLayout *l, int64 floor_id, const char *layout)
 	if ((uint64) floor_id <= pg_atomic_read_u64(&snowflake_shared->last_id))
 		return false;
 	atomic_raise(&snowflake_shared->last_id, (uint64) floor_id);
-	snowflake_shared->resumed_from = Max(snowflake_shared->resumed_from, floor_id);
+	atomic_raise(&snowflake_shared->resumed_from, (uint64) floor_id);
 	return true;
 }
 
@@ -346,8 +353,8 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 			if (!node_save(&next, SAVE_STATE, LOG))
 				ereport(ERROR,
 						(errcode_for_file_access(),
-						 errmsg("could not keep the reservation " INT64_FORMAT " replayed from WAL in \"%s\"",
-								mark, SNOWFLAKE_STATE_FILE)));
+						 errmsg("could not keep the reservation %lld replayed from WAL in \"%s\"",
+								(long long) mark, SNOWFLAKE_STATE_FILE)));
 		}
 	}
 	else if (mark > (int64) pg_atomic_read_u64(&snowflake_shared->last_id))
@@ -371,27 +378,62 @@ mark_replay(int64 mark, const char *layout, int64 lead_ms)
 	LWLockRelease(node_shared->lock);
 }
 
-/* Refuse for why the mark cannot be trusted: the node's verdict. */
+/*
+ * Refuse for why the mark cannot be trusted: the node's verdict.  A repair
+ * calls it with the lock held, which an LWLock does not take twice.
+ */
 static void
 refuse_mark(void)
 {
+	bool		held = LWLockHeldByMe(node_shared->lock);
 	NodeReason	r;
 
-	LWLockAcquire(node_shared->lock, LW_SHARED);
+	if (!held)
+		LWLockAcquire(node_shared->lock, LW_SHARED);
 	r = node_verdict(&node_shared->rec);
-	LWLockRelease(node_shared->lock);
+	if (!held)
+		LWLockRelease(node_shared->lock);
 	node_refuse_state(r);
 }
 
-/* What the keeper could not do for the calls, or REASON_NONE once it did. */
+/* The keeper renewed for the calls: the status view no longer says late. */
 static void
-keeper_trouble(NodeReason r)
+keeper_on_time(void)
 {
-	if (node_found(CHECK_KEEPER) == r)
+	if (node_found(CHECK_KEEPER) == REASON_NONE)
 		return;
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-	node_find(CHECK_KEEPER, r);
+	node_find(CHECK_KEEPER, REASON_NONE);
 	LWLockRelease(node_shared->lock);
+}
+
+/*
+ * A call waited for the keeper in vain: until it renews, the status view
+ * says so (keeper_origin while the worker that reads 1.1's origin fails).
+ */
+static void
+keeper_late(void)
+{
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	node_find(CHECK_KEEPER, snowflake_shared->origin_failed ?
+			  REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE);
+	LWLockRelease(node_shared->lock);
+}
+
+/*
+ * Wake the keeper, if one runs.  Its number is read once, as its exit
+ * clears it; a number read just before that wakes whichever process has
+ * that slot now, which is harmless.  Pairs with mark_keeper_arrived(): the
+ * caller raised its request first (a compare-and-swap, a full barrier), so
+ * a keeper that arrives after this read sees the request.
+ */
+static void
+wake_keeper(void)
+{
+	uint32		proc = pg_atomic_read_u32(&snowflake_shared->keeper_proc);
+
+	if (proc != NO_KEEPER)
+		SetLatch(&GetPGProcByNumber(proc)->procLatch);
 }
 
 /*
@@ -407,8 +449,7 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 	int64		deadline;
 
 	atomic_raise(&snowflake_shared->requested, (uint64) id);
-	if (snowflake_shared->keeper_latch)
-		SetLatch(snowflake_shared->keeper_latch);
+	wake_keeper();
 	if (!must)
 		return RESERVE_SKIPPED;
 
@@ -427,13 +468,16 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 		if (clock_monotonic_us() > deadline)
 		{
 			ConditionVariableCancelSleep();
-			/* until the keeper renews, the status view says so */
-			keeper_trouble(snowflake_shared->origin_failed ?
-						   REASON_KEEPER_ORIGIN : REASON_KEEPER_LATE);
+			keeper_late();
 			refuse_mark();
 		}
-		if (snowflake_shared->keeper_latch)
-			SetLatch(snowflake_shared->keeper_latch);
+		wake_keeper();
+
+		/*
+		 * The keeper stores reserved, then broadcasts: the broadcast's
+		 * spinlock and the latch it sets order the two, and the check
+		 * above runs again after every wake-up (10 ms at most).
+		 */
 		(void) ConditionVariableTimedSleep(&snowflake_shared->renewed, 10, we);
 	}
 	ConditionVariableCancelSleep();
@@ -450,29 +494,32 @@ mark_reserve(const SnowflakeLayout *l, int64 id, bool must)
 bool
 mark_legacy_wanted(void)
 {
-	return trusted() && snowflake_shared->legacy_state != LEGACY_GONE;
+	return trusted() && pg_atomic_read_u32(&snowflake_shared->legacy_state) != LEGACY_GONE;
 }
 
-/* The origin worker found the origin at mark, or found none (mark 0). */
+/*
+ * The origin worker found the origin at mark, or found none (mark 0).  The
+ * keeper reads the mark under the lock, once the state says it is there.
+ */
 void
 mark_legacy_found(bool found, int64 mark)
 {
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	snowflake_shared->legacy_mark = mark;
-	snowflake_shared->legacy_state = found ? LEGACY_PRESENT : LEGACY_GONE;
+	pg_atomic_write_u32(&snowflake_shared->legacy_state, found ? LEGACY_PRESENT : LEGACY_GONE);
 	LWLockRelease(node_shared->lock);
-	if (snowflake_shared->keeper_latch)
-		SetLatch(snowflake_shared->keeper_latch);
+	wake_keeper();
 }
 
 /*
  * The origin may be dropped once a reservation of ours, logged after the
- * floor was applied, covers every ID issued under it.
+ * floor was applied, covers every ID issued under it: the keeper flushed
+ * that record before it said so (mark_keep_ahead()).
  */
 bool
 mark_legacy_may_drop(void)
 {
-	return snowflake_shared->legacy_state == LEGACY_COVERED;
+	return pg_atomic_read_u32(&snowflake_shared->legacy_state) == LEGACY_COVERED;
 }
 
 /* The origin is gone: say so in the state file, never to look again. */
@@ -480,7 +527,7 @@ void
 mark_legacy_gone(void)
 {
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-	snowflake_shared->legacy_state = LEGACY_GONE;
+	pg_atomic_write_u32(&snowflake_shared->legacy_state, LEGACY_GONE);
 	if (trusted())
 		(void) write_mark(snowflake_layout,
 						  Max(1, (int64) Max(pg_atomic_read_u64(&snowflake_shared->reserved),
@@ -502,16 +549,15 @@ mark_keeper_start(bool legacy_failed)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 
-	if (!usable())
-		return;
-	snowflake_shared->keeper_latch = MyLatch;
-	if (!floor_pending())
+	if (!usable() || !floor_pending())
 		return;
 
-	if (trusted() && snowflake_shared->legacy_state == LEGACY_UNKNOWN)
+	if (trusted() && pg_atomic_read_u32(&snowflake_shared->legacy_state) == LEGACY_UNKNOWN)
 	{
+		LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 		snowflake_shared->origin_failed = legacy_failed;
-		keeper_trouble(legacy_failed ? REASON_KEEPER_ORIGIN : REASON_NONE);
+		node_find(CHECK_KEEPER, legacy_failed ? REASON_KEEPER_ORIGIN : REASON_NONE);
+		LWLockRelease(node_shared->lock);
 		return;
 	}
 
@@ -520,7 +566,7 @@ mark_keeper_start(bool legacy_failed)
 	{
 		int64		mark;
 
-		if (snowflake_shared->legacy_state == LEGACY_PRESENT)
+		if (pg_atomic_read_u32(&snowflake_shared->legacy_state) == LEGACY_PRESENT)
 			(void) apply_floor(l, snowflake_shared->legacy_mark, l->name);
 		snowflake_shared->origin_failed = false;
 		/* durable, and no longer pending, before anything is issued above */
@@ -560,22 +606,32 @@ mark_keep_ahead(void)
 	if (node_found(CHECK_KEEPER) == REASON_KEEPER_LATE &&
 		pg_atomic_read_u64(&snowflake_shared->reserved) >=
 		pg_atomic_read_u64(&snowflake_shared->requested))
-		keeper_trouble(REASON_NONE);
+		keeper_on_time();
 	w = window_ticks(l);
-	if (snowflake_shared->legacy_state == LEGACY_PRESENT)
+	if (pg_atomic_read_u32(&snowflake_shared->legacy_state) == LEGACY_PRESENT)
 	{
 		/*
 		 * A record of ours covering every ID issued so far, so that 1.1's
-		 * origin can go at once, even on an idle node.
+		 * origin can go at once, even on an idle node.  It is flushed
+		 * before the word says so: the origin worker drops the origin on
+		 * that word alone.
 		 */
 		mark = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				   (int64) pg_atomic_read_u64(&snowflake_shared->reserved));
 		wal_log_reservation(mark, l->name, settings_max_lead_ms());
-		snowflake_shared->legacy_state = LEGACY_COVERED;
+		LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+		pg_atomic_write_u32(&snowflake_shared->legacy_state, LEGACY_COVERED);
+		LWLockRelease(node_shared->lock);
 	}
+
+	/*
+	 * requested is read after the latch was reset (ResetLatch() is a full
+	 * barrier), so a request raised before the SetLatch() that woke the
+	 * keeper is seen here: pairs with mark_reserve().
+	 */
 	target = Max((int64) pg_atomic_read_u64(&snowflake_shared->last_id),
 				 (int64) pg_atomic_read_u64(&snowflake_shared->requested));
-	if (target <= snowflake_shared->resumed_from)
+	if ((uint64) target <= pg_atomic_read_u64(&snowflake_shared->resumed_from))
 		return;					/* nothing issued or asked for since start */
 	tick = layout_tick(l, target);
 	if ((int64) pg_atomic_read_u64(&snowflake_shared->reserved) >= tick_ceiling(l, tick + w / 2))
@@ -611,18 +667,32 @@ mark_last_id(void)
 	return (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
 }
 
-/* The keeper is going away: backends must not wake a latch that is gone. */
+/*
+ * The keeper runs: requests wake it from now on.  The exchange is a full
+ * barrier before the keeper first reads requested, so that a request
+ * raised by a backend that found no keeper here is seen (pairs with
+ * wake_keeper()).
+ */
+void
+mark_keeper_arrived(void)
+{
+	if (snowflake_shared != NULL)
+		(void) pg_atomic_exchange_u32(&snowflake_shared->keeper_proc,
+									  (uint32) MyProcNumber);
+}
+
+/* The keeper is going away: requests no longer wake its slot. */
 void
 mark_keeper_exit(void)
 {
 	if (snowflake_shared != NULL)
-		snowflake_shared->keeper_latch = NULL;
+		pg_atomic_write_u32(&snowflake_shared->keeper_proc, NO_KEEPER);
 }
 
 /*
  * Make a worker id the node's, in one step that every backend sees at its
- * next ID.  Called by the postmaster when it reads its configuration, and
- * by identity.c when the node's state changes.
+ * next ID.  Called by identity.c under node.c's lock (or at start), from
+ * the record and the worker id configured, whenever either changes.
  */
 void
 mark_publish_worker(int worker)
@@ -632,6 +702,47 @@ mark_publish_worker(int worker)
 	/* the word shares the hot cache line: written only when it changes */
 	if (pg_atomic_read_u32(&snowflake_shared->worker) != (uint32) worker)
 		pg_atomic_write_u32(&snowflake_shared->worker, (uint32) worker);
+}
+
+/*
+ * A floor given for the layout in force (a repair's, a confirmation's):
+ * new IDs must be greater, so it must be below the layout's largest ID.
+ */
+void
+mark_check_floor(int64 above)
+{
+	const SnowflakeLayout *l = snowflake_layout;
+
+	if (above < 0 || above >= layout_max_id(l))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("snowflake ID %lld is out of range for the \"%s\" layout",
+						(long long) above, l->name),
+				 errdetail("New IDs must be greater than it, and the largest ID of the layout is %lld.",
+						   (long long) layout_max_id(l))));
+}
+
+/* Why a repair may not lower the state. */
+typedef enum LowerRefusal
+{
+	LOWER_NO_REPAIR,			/* no forced repair to undo */
+	LOWER_ISSUED,				/* IDs were issued since the node resumed */
+	LOWER_RACED					/* ... while the repair ran */
+} LowerRefusal;
+
+static void
+refuse_lower(int64 to, LowerRefusal why, int64 resumed)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("snowflake state cannot be lowered to %lld", (long long) to),
+			 why == LOWER_NO_REPAIR ?
+			 errdetail("No repair of this node is waiting to be undone, and nothing else bounds the IDs it issued below its state.") :
+			 why == LOWER_ISSUED ?
+			 errdetail("The node issued IDs after it resumed at %lld; new IDs stay above them.",
+					   (long long) resumed) :
+			 errdetail("The node issued IDs while the repair ran; new IDs stay above them."),
+			 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
 }
 
 /*
@@ -655,19 +766,14 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 {
 	const SnowflakeLayout *l = snowflake_layout;
 	int64		last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	int64		resumed = (int64) pg_atomic_read_u64(&snowflake_shared->resumed_from);
 	int64		legacy = 0;
 	int64		reserved = 0;
 	int64		undo = snowflake_shared->undo_floor;
 
 	if (node_found(CHECK_FILE) == REASON_STATE_UNREADABLE)
 		refuse_mark();
-	if (above < 0 || above >= layout_max_id(l))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("snowflake ID " INT64_FORMAT " is out of range for the \"%s\" layout",
-						above, l->name),
-				 errdetail("New IDs must be greater than it, and the largest ID of the layout is " INT64_FORMAT ".",
-						   layout_max_id(l))));
+	mark_check_floor(above);
 	/* a state beyond the layout is no floor a repair could go above */
 	if (node_found(CHECK_MARK) == REASON_STATE_BEYOND_LAYOUT)
 		refuse_mark();
@@ -676,8 +782,9 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 		case LEGACY_BUSY:
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("snowflake cannot read replication origin \"%s\": its catalog is locked",
+					 errmsg("snowflake cannot read replication origin \"%s\"",
 							SNOWFLAKE_LEGACY_ORIGIN),
+					 errdetail("Its catalog, pg_replication_origin, is locked."),
 					 errhint("Try again once the command holding the lock on pg_replication_origin has finished.")));
 			break;
 		case LEGACY_UNREADABLE:
@@ -702,21 +809,9 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	if (lower)
 	{
-		if (undo <= 0 || node_found(CHECK_MARK) != REASON_NONE ||
-			last != snowflake_shared->resumed_from)
+		if (undo <= 0 || node_found(CHECK_MARK) != REASON_NONE || last != resumed)
 		{
-			if (undo <= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, above),
-						 errdetail("No repair of this node is waiting to be undone, and nothing else bounds the IDs it issued below its state."),
-						 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, above),
-					 errdetail("The node issued IDs after it resumed at " INT64_FORMAT "; new IDs stay above them.",
-							   snowflake_shared->resumed_from),
-					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
+			refuse_lower(above, undo <= 0 ? LOWER_NO_REPAIR : LOWER_ISSUED, resumed);
 		}
 		last = Max(above, undo);
 		reserved = 0;
@@ -740,7 +835,7 @@ mark_repair_locked(int64 above, bool lower, bool log, NodeRecord *next)
 	next->seen_unix_ms = layout_tick_to_unix_ms(l, (int64) pg_atomic_read_u64(&snowflake_shared->seen_tick));
 	strlcpy(next->layout, l->name, sizeof(next->layout));
 	next->flags &= ~(RECORD_FLOOR_PENDING | RECORD_LEGACY_GONE);
-	if (snowflake_shared->legacy_state == LEGACY_GONE)
+	if (pg_atomic_read_u32(&snowflake_shared->legacy_state) == LEGACY_GONE)
 		next->flags |= RECORD_LEGACY_GONE;
 	next->undo_floor = undo;
 	next->lead_ms = settings_max_lead_ms();
@@ -761,7 +856,7 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 	NodeReason	pending = node_found(CHECK_FLOOR);
 	int64		reserved = (int64) pg_atomic_read_u64(&snowflake_shared->reserved);
 	int64		extend_at = (int64) pg_atomic_read_u64(&snowflake_shared->extend_at);
-	uint64		before = (uint64) snowflake_shared->resumed_from;
+	uint64		before = pg_atomic_read_u64(&snowflake_shared->resumed_from);
 	bool		down = trouble != REASON_NONE || lower;
 
 	if (down)
@@ -770,7 +865,9 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 		 * Every backend must now wait for a reservation, which the keeper
 		 * cannot make while the lock is held; the last ID goes down only if
 		 * no ID was issued since the repair checked it.  A backend that
-		 * read the old words loses its compare-and-swap to ours.
+		 * read the old words loses its compare-and-swap to ours.  The
+		 * barrier pairs with generate()'s read barrier: a backend that
+		 * reads the last ID installed below then finds extend_at 0.
 		 */
 		pg_atomic_write_u64(&snowflake_shared->extend_at, 0);
 		pg_atomic_write_u64(&snowflake_shared->reserved, 0);
@@ -780,11 +877,7 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 		{
 			pg_atomic_write_u64(&snowflake_shared->reserved, (uint64) reserved);
 			pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) extend_at);
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("snowflake state cannot be lowered to " INT64_FORMAT, last),
-					 errdetail("The node issued IDs while the repair ran; new IDs stay above them."),
-					 errhint("Repair to a value at or above the node's last ID, which snowflake_status shows.")));
+			refuse_lower(last, LOWER_RACED, 0);
 		}
 	}
 
@@ -816,33 +909,35 @@ mark_repair_save(const NodeRecord *next, bool node_part, int64 last, bool lower)
 		pg_atomic_write_u64(&snowflake_shared->extend_at, (uint64) last);
 	}
 	snowflake_shared->undo_floor = next->undo_floor;
-	snowflake_shared->resumed_from = last;
+	pg_atomic_write_u64(&snowflake_shared->resumed_from, (uint64) last);
 	snowflake_shared->prev_layout[0] = '\0';
-	node_publish();
 	ConditionVariableBroadcast(&snowflake_shared->renewed);
 	ereport(LOG,
-			(errmsg("snowflake state file \"%s\" rewritten: new IDs continue above " INT64_FORMAT,
-					SNOWFLAKE_STATE_FILE, last)));
+			(errmsg("snowflake state file \"%s\" rewritten", SNOWFLAKE_STATE_FILE),
+			 errdetail("New IDs continue above %lld.", (long long) last)));
 }
 
 /*
  * At a clean shutdown, record the exact last ID (not the reservation), so
  * that a restart does not wait for the clock to pass the reservation.
- * Runs in the postmaster after every other process has exited.
+ * Runs in the postmaster after every other process has exited: it reads
+ * shared memory once more, and writes only the file.
  */
 static void
 mark_shutdown(int code, Datum arg)
 {
-	const SnowflakeLayout *l = snowflake_layout;
-	int64		last;
+	NodeRecord	last;
+	int64		id;
 
 	if (code != 0 || !trusted() || floor_pending())
 		return;
-	last = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
-	if (last > snowflake_shared->resumed_from)
-	{
-		/* IDs were issued above a repair: it can no longer be undone */
-		snowflake_shared->undo_floor = 0;
-		(void) write_mark(l, last, LOG, true);
-	}
+	id = (int64) pg_atomic_read_u64(&snowflake_shared->last_id);
+	if ((uint64) id <= pg_atomic_read_u64(&snowflake_shared->resumed_from))
+		return;
+	last = node_shared->rec;
+	set_mark(snowflake_layout, id, &last);
+	/* IDs were issued above a repair: it can no longer be undone */
+	last.undo_floor = 0;
+	last.lead_ms = settings_max_lead_ms();
+	(void) node_save_at_exit(&last, LOG);
 }

@@ -23,6 +23,12 @@
 /* how far ahead of the last ID a durable reservation reaches */
 #define SNOWFLAKE_WINDOW_MS 1000
 
+/* keeper_proc when no keeper runs */
+#define NO_KEEPER	PG_UINT32_MAX
+
+/* how long a backend waits for the keeper (a reservation, a reload) */
+#define KEEPER_WAIT_MS	5000
+
 /* Counters of one backend slot, alone on a cache line. */
 typedef union CounterSlot
 {
@@ -36,6 +42,12 @@ typedef union CounterSlot
 	char		pad[PG_CACHE_LINE_SIZE];
 } CounterSlot;
 
+/*
+ * Every field is a pg_atomic word (read anywhere: DESIGN.md, "Memory
+ * ordering", names each handshake and its barriers), or read and written
+ * under node.c's lock, or set by the postmaster at start, before any other
+ * process runs.
+ */
 typedef struct GeneratorShared
 {
 	/* the hot cache line: last_id is written once per ID */
@@ -43,21 +55,25 @@ typedef struct GeneratorShared
 	pg_atomic_uint64 seen_tick; /* highest clock tick read so far */
 	pg_atomic_uint64 extend_at; /* an ID above this renews the reservation */
 	pg_atomic_uint64 reserved;	/* durable: no ID above it is issued */
-	pg_atomic_uint32 worker;	/* worker id in force, or -1: not set */
+	pg_atomic_uint32 worker;	/* worker id in force, or -1: not set;
+								 * written under node.c's lock */
 	char		pad[PG_CACHE_LINE_SIZE - 4 * sizeof(pg_atomic_uint64) -
 					sizeof(pg_atomic_uint32)];
 
 	/* the highest ID a backend asked to have reserved */
 	pg_atomic_uint64 requested;
-
-	/* below: changed under node.c's lock */
+	/* the keeper's process number, or NO_KEEPER: whose latch a request sets */
+	pg_atomic_uint32 keeper_proc;
 	ConditionVariable renewed;	/* a renewal finished (or failed) */
-	Latch	   *keeper_latch;	/* wakes the keeper; NULL when it is gone */
-	int			legacy_state;	/* 1.1's origin: LegacyState */
+
+	/* written under node.c's lock, read anywhere */
+	pg_atomic_uint32 legacy_state;	/* 1.1's origin: LegacyState */
+	pg_atomic_uint64 resumed_from;	/* last_id at start, after any floor */
+
+	/* read and written under node.c's lock */
 	int64		legacy_mark;	/* its progress, if LEGACY_PRESENT */
 	bool		origin_failed;	/* the worker that reads it failed */
 	char		prev_layout[NAMEDATALEN];	/* set when the layout changed */
-	int64		resumed_from;	/* last_id at start, after any floor */
 	int64		undo_floor;		/* a repair may be undone down to it; 0: none */
 
 	/* written only when the clock goes backwards */
@@ -65,6 +81,7 @@ typedef struct GeneratorShared
 	pg_atomic_uint64 clock_back_events;
 	pg_atomic_uint64 clock_back_max_ms;
 
+	/* set at start */
 	TimestampTz started;
 	int			nslots;
 	CounterSlot slots[FLEXIBLE_ARRAY_MEMBER];
@@ -93,10 +110,12 @@ extern Size mark_shmem_size(void);
 extern void mark_shmem_init(bool recovered);
 extern int64 mark_last_id(void);
 extern ReserveResult mark_reserve(const SnowflakeLayout *l, int64 id, bool must);
+extern void mark_keeper_arrived(void);
 extern void mark_keeper_start(bool legacy_failed);
 extern void mark_keeper_exit(void);
 extern void mark_keep_ahead(void);
 extern void mark_publish_worker(int worker);
+extern void mark_check_floor(int64 above);
 extern int64 mark_repair_locked(int64 above, bool lower, bool log,
 								NodeRecord *next);
 extern void mark_repair_save(const NodeRecord *next, bool node_part, int64 last,

@@ -45,6 +45,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
+#include "messages.h"
 #include "node.h"
 #include "persist.h"
 #include "settings.h"
@@ -57,182 +58,67 @@ NodeShared *node_shared = NULL;
 StaticAssertDecl(sizeof(NodeRecord) <= 480, "the node's record must fit a slot");
 
 /*
- * Each reason's state, name and SQLSTATE, and the words of its refusal.
- * The values they name (%s) are RefuseArgs', in order: the message's, the
- * detail's, the hint's.
+ * Each reason's state, name and SQLSTATE (0: calls do not refuse for it).
+ * Its words are refusal_words()'s.
  */
 typedef struct ReasonRow
 {
 	NodeState	state;
 	const char *name;
 	int			sqlstate;
-	const char *msg;
-	const char *detail;
-	const char *hint;
 } ReasonRow;
 
 #define SF_SQLSTATE(n)	MAKE_SQLSTATE('5', '5', 'S', '0', n)
 
-#define COPY_MSG	"snowflake data directory is a copy of the node with worker id %s"
-#define COPY_HINT	"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from and that node stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped."
-#define FLOOR_MSG	"snowflake does not know which IDs were issued before this data directory"
-#define FILE_MSG	"could not read snowflake file \"%s\""
-#define FILE_DETAIL "It could not be opened or read at server start (its mode or owner); the node cannot tell what it holds, and leaves it as it is."
-#define FILE_HINT	"Make it readable by the server's account and restart the server."
-#define LAYOUT_MSG	"snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\""
-#define CLOCK_DETAIL "The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s."
-#define TICK_DETAIL "The next tick begins at %s, %s ms from now; a call waits at most 1000 ms for the clock."
-#define TICK_HINT	"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits."
-#define KEEPER_MSG	"snowflake reservation was not renewed within 5000 ms"
-#define SETTINGS_HINT "Fix it in postgresql.conf (the server log says why it was rejected) and restart the server."
-
-
 static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_NONE] = {NODE_READY},
-	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1'), COPY_MSG,
-		"The server was started from a base backup (backup_label) without standby.signal.", COPY_HINT},
-	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1'), COPY_MSG,
-		"The server was started with recovery.signal and without standby.signal (a restore from an archive, or to a point in time); its WAL may end before the last IDs the node issued.", COPY_HINT},
-	[REASON_RECOVERY_TARGET] = {NODE_HELD_COPY, "recovery_target", SF_SQLSTATE('1'), COPY_MSG,
-		"The server was started with standby.signal and a recovery target (a recovery_target* setting), as a point-in-time restore and pg_createsubscriber do: it stops at the target rather than follow its primary on, and its WAL may end before the last IDs the node issued.", COPY_HINT},
-	[REASON_ARCHIVE_STANDBY] = {NODE_HELD_COPY, "archive_standby", SF_SQLSTATE('1'), COPY_MSG,
-		"The server was started with standby.signal and without primary_conninfo: its WAL came from an archive alone, which may end before the last IDs the node issued.", COPY_HINT},
-	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1'), COPY_MSG,
-		"It is not the directory that last ran under this worker id: it was copied, or moved to another file system (then above => 0 confirms it).", COPY_HINT},
-	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1'), COPY_MSG,
-		"Its files snowflake.state and snowflake.identity name another system.", COPY_HINT},
-	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1'), COPY_MSG,
-		"Its file snowflake.identity is damaged, so the node cannot tell whether this data directory is a copy.", COPY_HINT},
-	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2'), FLOOR_MSG,
-		"It has neither snowflake.state nor snowflake.identity, and no install script of the extension ran in this data directory (no replication origin \"" SNOWFLAKE_NODE_ORIGIN "\").",
-		"Give it a worker id of its own if its catalog came from a node that may still run; then, as a new node, CREATE EXTENSION snowflake in a database releases it. If it replaces a node that stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped instead."},
-	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2'), FLOOR_MSG,
-		"It started as a standby with neither snowflake.state nor snowflake.identity, and has replayed no record of which node its primary is (a primary running the library logs one as it starts and at every change).",
-		"If the primary runs the library, restart it: this standby learns from the record it logs then. If the primary is lost, run SELECT snowflake.snowflake_confirm_node(above => N) on this server once promoted, as a superuser, with N the highest ID the primary issued (0 if none)."},
-	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2'),
-		"snowflake does not know which IDs the cluster issued before pg_upgrade",
-		"pg_upgrade ran on this data directory and does not carry snowflake.state over; the old cluster's IDs may carry times ahead of this server's clock.",
-		"As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory."},
-	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3'),
-		"snowflake worker id %s is claimed by another system",
-		"A claim of it by system %s arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
-		"Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued."},
-	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3'),
-		"snowflake worker id %s was given up by this node",
-		"This server followed a primary that moved from worker id %s to another; its own snowflake.worker_id still says the old one.",
-		"Set snowflake.worker_id = %s, the primary's, and reload."},
-	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR,
-		FILE_MSG, FILE_DETAIL, FILE_HINT},
-	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR,
-		FILE_MSG, FILE_DETAIL, FILE_HINT},
-	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED,
-		"snowflake state file \"snowflake.state\" is damaged",
-		"The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs.",
-		"As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold."},
-	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4'), LAYOUT_MSG,
-		"The highest ID the node may have issued, %s, is beyond the largest ID of layout \"%s\".",
-		"Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID."},
-	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR,
-		"snowflake setting \"%s\" was rejected at server start",
-		"Its value in the configuration, '%s', is not valid; PostgreSQL then leaves the setting at its default, which the node does not take for the value meant.",
-		SETTINGS_HINT},
-	[REASON_SETTING_UNKNOWN] = {NODE_DISABLED, "setting_unknown", ERRCODE_CONFIG_FILE_ERROR,
-		"\"%s\" is not a snowflake setting",
-		"The configuration names it; a misspelt name leaves the setting meant at its default, which the node does not take for it.",
-		"Correct or remove it in postgresql.conf and restart the server."},
-	[REASON_LAYOUT_REJECTED] = {NODE_DISABLED, "layout_rejected", ERRCODE_CONFIG_FILE_ERROR,
-		"snowflake.layout = '%s' was rejected at server start",
-		"No layout is in force: PostgreSQL leaves the setting at its default, which the node does not take for the layout meant.",
-		"Fix snowflake.layout in postgresql.conf (the server log lists the values it takes) and restart the server."},
-	[REASON_LAYOUT_UNUSABLE] = {NODE_DISABLED, "layout_unusable", ERRCODE_CONFIG_FILE_ERROR,
-		"snowflake layout \"%s\" cannot be used", "%s",
-		"Fix the snowflake.layout or snowflake.custom_* settings in postgresql.conf and restart the server."},
-	[REASON_WORKER_ID_REJECTED] = {NODE_DISABLED, "worker_id_rejected", ERRCODE_CONFIG_FILE_ERROR,
-		"snowflake.worker_id = '%s' was rejected",
-		"Worker ids run from 0 to %s in the \"%s\" layout; until a valid one is set, the node has none.",
-		"Set snowflake.worker_id in postgresql.conf to a worker id in that range, and reload."},
-	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-		"cannot generate snowflake IDs in binary-upgrade mode",
-		"pg_upgrade runs the server in this mode; the state file is left as it is.",
-		"Generate IDs once pg_upgrade has finished and the server runs normally."},
-	[REASON_NOT_PRELOADED] = {NODE_DISABLED, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-		"snowflake must be loaded via \"shared_preload_libraries\"",
-		"The generator keeps its state in shared memory, which is set up at server start.",
-		"Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server."},
-	[REASON_SINGLE_USER] = {NODE_DISABLED, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-		"cannot generate snowflake IDs in single-user mode",
-		"Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode.",
-		"Start the server normally to generate IDs."},
-	[REASON_IN_RECOVERY] = {NODE_STANDBY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION,
-		"cannot generate snowflake IDs during recovery",
-		"A standby shares the worker id of its primary; IDs it issued would collide.",
-		"Generate IDs on the primary, or promote this standby first."},
-	[REASON_NO_WORKER_ID] = {NODE_DISABLED, "no_worker_id", SF_SQLSTATE('9'),
-		"snowflake.worker_id is not set",
-		"Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.",
-		"Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload."},
-	[REASON_WORKER_ID_UNSET] = {NODE_DISABLED, "worker_id_unset", SF_SQLSTATE('9'),
-		"snowflake.worker_id is not set",
-		"This node ran as worker id %s (its own, or its primary's before a failover), and its configuration gives none now.",
-		"Set snowflake.worker_id = %s in postgresql.conf and reload, as this node's IDs carry it; only if another node runs under it now, choose one no other node uses."},
-	[REASON_UNCLAIMED] = {NODE_HELD_CLAIMED, "unclaimed", SF_SQLSTATE('3'),
-		"snowflake worker id %s is not claimed by this system",
-		"This system claimed worker ids in snowflake_workers (%s among them), and runs only under worker ids it claimed, so that no two systems issue IDs under one.",
-		"As a superuser, claim it with SELECT * FROM snowflake.snowflake_claim_worker() (in a mesh, snowflake-mesh claims it through the mesh), or go back to a worker id this system claimed and reload."},
-	[REASON_LAYOUT_BELOW] = {NODE_BLOCKED, "layout_below", SF_SQLSTATE('4'), LAYOUT_MSG,
-		"The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
-		"Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID."},
-	[REASON_CLOCK_BACK] = {NODE_BLOCKED, "clock_back", SF_SQLSTATE('5'),
-		"system clock moved backwards by %s ms", CLOCK_DETAIL,
-		"\"snowflake.max_clock_backward_ms\" (%s ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of it; raise either to keep generating."},
-	[REASON_CLOCK_BACK_LONG] = {NODE_BLOCKED, "clock_back_long", SF_SQLSTATE('5'),
-		"system clock moved backwards by %s ms", CLOCK_DETAIL,
-		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating (a call waits for the clock at most an hour)."},
-	[REASON_CLOCK_BACK_FAR] = {NODE_BLOCKED, "clock_back_far", SF_SQLSTATE('5'),
-		"system clock moved backwards by %s ms", CLOCK_DETAIL,
-		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail."},
-	[REASON_AHEAD_OF_CLOCK] = {NODE_BLOCKED, "ahead_of_clock", SF_SQLSTATE('6'),
-		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
-		"\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating."},
-	[REASON_AHEAD_FAR] = {NODE_BLOCKED, "ahead_far", SF_SQLSTATE('6'),
-		"snowflake generator is %s ms ahead of the system clock", CLOCK_DETAIL,
-		"The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right."},
-	[REASON_TICK_USED_UP] = {NODE_BLOCKED, "tick_used_up", SF_SQLSTATE('7'),
-		"snowflake layout \"%s\" has no ID left in the current tick", TICK_DETAIL, TICK_HINT},
-	[REASON_BLOCK_TOO_LARGE] = {NODE_BLOCKED, "block_too_large", SF_SQLSTATE('7'),
-		"snowflake layout \"%s\" has fewer than %s IDs left in the current tick for a block", TICK_DETAIL, TICK_HINT},
-	[REASON_KEEPER_LATE] = {NODE_BLOCKED, "keeper_late", SF_SQLSTATE('8'), KEEPER_MSG,
-		"The background worker \"snowflake keeper\" makes every reservation durable, in snowflake.state and in WAL, before IDs may use it.",
-		"Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write snowflake.state or log in WAL."},
-	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8'), KEEPER_MSG,
-		"The floor after recovery needs replication origin \"snowflake_high_water_mark\", through which version 1.1 logged its reservations, and the worker that reads it failed.",
-		"The server log says why; the keeper starts that worker again after ten seconds."},
+	[REASON_BACKUP_LABEL] = {NODE_HELD_COPY, "backup_label", SF_SQLSTATE('1')},
+	[REASON_RECOVERY_SIGNAL] = {NODE_HELD_COPY, "recovery_signal", SF_SQLSTATE('1')},
+	[REASON_RECOVERY_TARGET] = {NODE_HELD_COPY, "recovery_target", SF_SQLSTATE('1')},
+	[REASON_ARCHIVE_STANDBY] = {NODE_HELD_COPY, "archive_standby", SF_SQLSTATE('1')},
+	[REASON_OTHER_DIRECTORY] = {NODE_HELD_COPY, "other_directory", SF_SQLSTATE('1')},
+	[REASON_OTHER_SYSTEM] = {NODE_HELD_COPY, "other_system", SF_SQLSTATE('1')},
+	[REASON_RECORD_DAMAGED] = {NODE_HELD_COPY, "record_damaged", SF_SQLSTATE('1')},
+	[REASON_FILES_REMOVED] = {NODE_HELD_COPY, "files_removed", SF_SQLSTATE('1')},
+	[REASON_NEVER_INSTALLED] = {NODE_HELD_FLOOR, "never_installed", SF_SQLSTATE('2')},
+	[REASON_NEW_AS_STANDBY] = {NODE_HELD_FLOOR, "new_as_standby", SF_SQLSTATE('2')},
+	[REASON_UPGRADED] = {NODE_HELD_FLOOR, "upgraded", SF_SQLSTATE('2')},
+	[REASON_CLAIMED_ELSEWHERE] = {NODE_HELD_CLAIMED, "claimed_elsewhere", SF_SQLSTATE('3')},
+	[REASON_WORKER_RETIRED] = {NODE_HELD_CLAIMED, "worker_retired", SF_SQLSTATE('3')},
+	[REASON_UNCLAIMED] = {NODE_HELD_CLAIMED, "unclaimed", SF_SQLSTATE('3')},
+	[REASON_RECORD_UNREADABLE] = {NODE_HELD_FILE, "record_unreadable", ERRCODE_IO_ERROR},
+	[REASON_STATE_UNREADABLE] = {NODE_HELD_FILE, "state_unreadable", ERRCODE_IO_ERROR},
+	[REASON_STATE_DAMAGED] = {NODE_BROKEN, "state_damaged", ERRCODE_DATA_CORRUPTED},
+	[REASON_STATE_BEYOND_LAYOUT] = {NODE_BROKEN, "state_beyond_layout", SF_SQLSTATE('4')},
+	[REASON_SETTINGS_REJECTED] = {NODE_DISABLED, "settings_rejected", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_SETTING_UNKNOWN] = {NODE_DISABLED, "setting_unknown", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_LAYOUT_REJECTED] = {NODE_DISABLED, "layout_rejected", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_LAYOUT_UNUSABLE] = {NODE_DISABLED, "layout_unusable", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_WORKER_ID_REJECTED] = {NODE_DISABLED, "worker_id_rejected", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_BINARY_UPGRADE] = {NODE_DISABLED, "binary_upgrade", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_NOT_PRELOADED] = {NODE_DISABLED, "not_preloaded", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_SINGLE_USER] = {NODE_DISABLED, "single_user", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_NO_WORKER_ID] = {NODE_DISABLED, "no_worker_id", SF_SQLSTATE('9')},
+	[REASON_WORKER_ID_UNSET] = {NODE_DISABLED, "worker_id_unset", SF_SQLSTATE('9')},
+	[REASON_IN_RECOVERY] = {NODE_STANDBY, "in_recovery", ERRCODE_READ_ONLY_SQL_TRANSACTION},
+	[REASON_LAYOUT_BELOW] = {NODE_BLOCKED, "layout_below", SF_SQLSTATE('4')},
+	[REASON_CLOCK_BACK] = {NODE_BLOCKED, "clock_back", SF_SQLSTATE('5')},
+	[REASON_CLOCK_BACK_LONG] = {NODE_BLOCKED, "clock_back_long", SF_SQLSTATE('5')},
+	[REASON_CLOCK_BACK_FAR] = {NODE_BLOCKED, "clock_back_far", SF_SQLSTATE('5')},
+	[REASON_AHEAD_OF_CLOCK] = {NODE_BLOCKED, "ahead_of_clock", SF_SQLSTATE('6')},
+	[REASON_AHEAD_FAR] = {NODE_BLOCKED, "ahead_far", SF_SQLSTATE('6')},
+	[REASON_TICK_USED_UP] = {NODE_BLOCKED, "tick_used_up", SF_SQLSTATE('7')},
+	[REASON_BLOCK_TOO_LARGE] = {NODE_BLOCKED, "block_too_large", SF_SQLSTATE('7')},
+	[REASON_KEEPER_LATE] = {NODE_BLOCKED, "keeper_late", SF_SQLSTATE('8')},
+	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8')},
 	/* not a refusal: calls wait for the keeper */
 	[REASON_FLOOR_PENDING] = {NODE_STARTING, "floor_pending"},
-	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
-		"system clock reads %s, before the epoch of the snowflake layout \"%s\"",
-		"IDs of this layout carry times from its epoch, %s, on.",
-		"Set the system clock right."},
-	[REASON_LAYOUT_ENDED] = {NODE_BLOCKED, "layout_ended", ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
-		"snowflake layout \"%s\" has run out of time bits",
-		"Its last representable time is %s.",
-		"Move to a layout with a later end of life."},
-	[REASON_FILES_REMOVED] = {NODE_HELD_COPY, "files_removed", SF_SQLSTATE('1'),
-		"snowflake data directory may be a copy of the node with worker id %s",
-		"Its files snowflake.state and snowflake.identity are gone, and the extension ran here before (replication origin \"" SNOWFLAKE_NODE_ORIGIN "\"): it may be a copy of a server that still runs under worker id %s, and it cannot know how far that node's IDs went.",
-		"Give this server a worker id no other node uses in snowflake.worker_id and reload. Only if it is that node itself and no copy of it runs, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped."},
+	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE},
+	[REASON_LAYOUT_ENDED] = {NODE_BLOCKED, "layout_ended", ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED},
 	/* DecimalId's generator, not the node's: the view does not show them */
-	[REASON_DECIMAL_RANGE] = {NODE_READY, "decimal_range", ERRCODE_CONFIG_FILE_ERROR,
-		"DecimalId generator range is empty",
-		"snowflake.decimal_generator_min (%s) is above snowflake.decimal_generator_max (%s).",
-		"Fix them in postgresql.conf and restart the server."},
-	[REASON_DECIMAL_FILE] = {NODE_READY, "decimal_file", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-		"DecimalId state file \"%s\" cannot be used", "At server start %s.",
-		"Restore it from a backup, or raise snowflake.decimal_generator_min above every generator id this node took, remove the file, and restart the server."},
-	[REASON_DECIMAL_USED_UP] = {NODE_READY, "decimal_used_up", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-		"DecimalId generator has no generator id left",
-		"Every generator id from snowflake.decimal_generator_min to snowflake.decimal_generator_max (%s) was taken, or the next could not be recorded in \"%s\" (the server log says why).",
-		"Widen the range of snowflake.decimal_generator_min and snowflake.decimal_generator_max in postgresql.conf, or make the data directory writable, and restart the server."},
+	[REASON_DECIMAL_RANGE] = {NODE_READY, "decimal_range", ERRCODE_CONFIG_FILE_ERROR},
+	[REASON_DECIMAL_FILE] = {NODE_READY, "decimal_file", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
+	[REASON_DECIMAL_USED_UP] = {NODE_READY, "decimal_used_up", ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE},
 };
 
 static const char *const state_names[] = {
@@ -422,8 +308,12 @@ node_shmem_init(void)
 		return;
 	memset(node_shared, 0, sizeof(NodeShared));
 	node_shared->lock = &(GetNamedLWLockTranche("snowflake"))->lock;
-	pg_atomic_init_u32(&node_shared->published, NODE_STARTING);
+	for (int c = 0; c < CHECK_ALL; c++)
+		pg_atomic_init_u32(&node_shared->found[c], REASON_NONE);
 	pg_atomic_init_u32(&node_shared->configured, (uint32) WORKER_ID_UNSET);
+	pg_atomic_init_u64(&node_shared->configured_at, 0);
+	pg_atomic_init_u32(&node_shared->published, (uint32) WORKER_ID_UNSET);
+	pg_atomic_init_u64(&node_shared->published_at, 0);
 }
 
 /*
@@ -434,14 +324,14 @@ void
 node_find(NodeCheck check, NodeReason r)
 {
 	Assert(check != CHECK_HOLD && check != CHECK_RECOVERY && check != CHECK_WORKER);
-	node_shared->found[check] = r;
-	node_publish();
+	pg_atomic_write_u32(&node_shared->found[check], (uint32) r);
 }
 
+/* ... read without the lock: each check is one word. */
 NodeReason
 node_found(NodeCheck check)
 {
-	return node_shared->found[check];
+	return (NodeReason) pg_atomic_read_u32(&node_shared->found[check]);
 }
 
 /*
@@ -497,7 +387,7 @@ node_verdict_before(const NodeRecord *rec, NodeCheck upto)
 		return REASON_NOT_PRELOADED;
 	for (NodeCheck c = CHECK_CONFIG; c < upto; c++)
 	{
-		NodeReason	r = n->found[c];
+		NodeReason	r = node_found(c);
 
 		if (c == CHECK_CONFIG && r == REASON_NONE && !IsPostmasterEnvironment)
 			r = REASON_SINGLE_USER;
@@ -536,37 +426,15 @@ node_refuses(NodeReason r)
 bool
 node_mark_readable(void)
 {
-	return node_shared != NULL && node_shared->found[CHECK_CONFIG] == REASON_NONE;
+	return node_shared != NULL && node_found(CHECK_CONFIG) == REASON_NONE;
 }
 
 /* ... and the mark can be trusted: the keeper may reserve above it. */
 bool
 node_mark_trusted(void)
 {
-	return node_mark_readable() && node_shared->found[CHECK_MARK] == REASON_NONE &&
-		node_shared->found[CHECK_FILE] != REASON_STATE_UNREADABLE;
-}
-
-/*
- * Publish the state for readers without the lock (the postmaster at a
- * reload): the node's state before recovery, and whether those checks let
- * its worker id be published.
- */
-void
-node_publish(void)
-{
-	NodeReason	r = node_verdict_before(&node_shared->rec, CHECK_RECOVERY);
-
-	pg_atomic_write_u32(&node_shared->published,
-						(uint32) reasons[r].state | ((uint32) r << 8) |
-						(r == REASON_NONE ? PUBLISH_WORKER : 0));
-}
-
-/* As published: the node's own checks let its worker id be published. */
-bool
-node_publishes_worker(void)
-{
-	return (pg_atomic_read_u32(&node_shared->published) & PUBLISH_WORKER) != 0;
+	return node_mark_readable() && node_found(CHECK_MARK) == REASON_NONE &&
+		node_found(CHECK_FILE) != REASON_STATE_UNREADABLE;
 }
 
 /* Did another system claim this worker id? */
@@ -683,33 +551,33 @@ node_move_worker(NodeRecord *r, int worker)
 /*
  * Read the record from the files in dir (NULL: this data directory): the
  * node's part from the file that changed it last, the mark from
- * snowflake.state.  *found: either held the node's part.  *sres, *ires:
- * what reading each file gave, for the caller to judge.  Where one file
- * says the node is held and the other not (a change whose second write
- * failed, or a crash between the two), the hold: a release is made durable
- * in both before it counts.
+ * snowflake.state.  *files: what reading each file gave, for the caller to
+ * judge.  Where one file says the node is held and the other not (a change
+ * whose second write failed, or a crash between the two), the hold: a
+ * release is made durable in both before it counts.
  */
 void
-node_read(const char *dir, NodeRecord *rec, bool *found, uint64 *swrites,
-		  uint64 *iwrites, MarkResult *sres, MarkResult *ires)
+node_read(const char *dir, NodeRecord *rec, RecordFiles *files)
 {
 	char		spath[MAXPGPATH];
 	char		ipath[MAXPGPATH];
 	NodeRecord	s;
 	NodeRecord	i;
-	const char *problem = NULL;
 	bool		snode;
 	bool		inode;
 
 	snprintf(spath, sizeof(spath), "%s%s%s", dir ? dir : "", dir ? "/" : "", SNOWFLAKE_STATE_FILE);
 	snprintf(ipath, sizeof(ipath), "%s%s%s", dir ? dir : "", dir ? "/" : "", SNOWFLAKE_IDENTITY_FILE);
-	*sres = persist_read_file(spath, &s, sizeof(s), swrites, &problem);
-	*ires = persist_read_file(ipath, &i, sizeof(i), iwrites, &problem);
-	snode = *sres == MARK_OK && (s.flags & RECORD_NODE);
-	inode = *ires == MARK_OK && (i.flags & RECORD_NODE);
+	memset(files, 0, sizeof(*files));
+	files->state = persist_read_file(spath, &s, sizeof(s), &files->state_writes,
+									 &files->state_fault);
+	files->identity = persist_read_file(ipath, &i, sizeof(i), &files->identity_writes,
+										&files->identity_fault);
+	snode = files->state == MARK_OK && (s.flags & RECORD_NODE);
+	inode = files->identity == MARK_OK && (i.flags & RECORD_NODE);
 
 	memset(rec, 0, sizeof(*rec));
-	if (*sres == MARK_OK)
+	if (files->state == MARK_OK)
 		*rec = s;
 	else if (inode)
 	{
@@ -725,18 +593,45 @@ node_read(const char *dir, NodeRecord *rec, bool *found, uint64 *swrites,
 				   i.changes > s.changes : i.state != NODE_READY)))
 		memcpy((char *) rec + NODE_PART, (char *) &i + NODE_PART,
 			   sizeof(*rec) - NODE_PART);
-	*found = snode || inode;
+	files->found = snode || inode;
 }
 
 /*
- * Make next the node's record: write it to the files asked for (the state
- * file at every change; snowflake.identity too when the node's part
- * changes, and the node's part counts a change), and only then put it in
- * shared memory and publish it.  A file the start could not read is never
- * written (it is left for the operator to look at), nor a damaged state
- * file but by a repair, which clears the mark's trouble first; pg_upgrade's
- * servers write nothing.  Returns false, having changed nothing, if a
- * write failed (reported at elevel).  With the lock held.
+ * Write rec to the files asked for (the state file at every change;
+ * snowflake.identity too when the node's part changes, and the node's part
+ * counts a change), with the files' write counters given.  A file the start
+ * could not read is never written (it is left for the operator to look
+ * at), nor a damaged state file but by a repair, which clears the mark's
+ * trouble first; pg_upgrade's servers write nothing.  Returns false if a
+ * write failed (reported at elevel).
+ */
+static bool
+write_files(NodeRecord *rec, int files, int elevel, uint64 *swrites,
+			uint64 *iwrites)
+{
+	if (node_found(CHECK_CONFIG) == REASON_BINARY_UPGRADE)
+		return false;
+	if (node_found(CHECK_FILE) == REASON_STATE_UNREADABLE ||
+		node_found(CHECK_MARK) == REASON_STATE_DAMAGED)
+		files &= ~SAVE_STATE;
+	if (node_found(CHECK_FILE) == REASON_RECORD_UNREADABLE)
+		files &= ~SAVE_IDENTITY;
+	if (files & SAVE_IDENTITY)
+		rec->changes++;
+	rec->flags |= RECORD_NODE;
+	if ((files & SAVE_STATE) &&
+		!persist_write_file(SNOWFLAKE_STATE_FILE, rec, sizeof(*rec), swrites, elevel))
+		return false;
+	if ((files & SAVE_IDENTITY) &&
+		!persist_write_file(SNOWFLAKE_IDENTITY_FILE, rec, sizeof(*rec), iwrites, elevel))
+		return false;
+	return true;
+}
+
+/*
+ * Make next the node's record: write it to the files asked for, and only
+ * then put it in shared memory.  Returns false, having changed nothing, if
+ * a write failed (reported at elevel).  With the lock held.
  */
 bool
 node_save(const NodeRecord *next, int files, int elevel)
@@ -744,47 +639,354 @@ node_save(const NodeRecord *next, int files, int elevel)
 	NodeShared *n = node_shared;
 	NodeRecord	rec = *next;
 
-	if (n->found[CHECK_CONFIG] == REASON_BINARY_UPGRADE)
-		return false;
-	if (n->found[CHECK_FILE] == REASON_STATE_UNREADABLE || n->found[CHECK_MARK] == REASON_STATE_DAMAGED)
-		files &= ~SAVE_STATE;
-	if (n->found[CHECK_FILE] == REASON_RECORD_UNREADABLE)
-		files &= ~SAVE_IDENTITY;
-	if (files & SAVE_IDENTITY)
-		rec.changes++;
-	rec.flags |= RECORD_NODE;
-	if ((files & SAVE_STATE) &&
-		!persist_write_file(SNOWFLAKE_STATE_FILE, &rec, sizeof(rec),
-							&n->state_writes, elevel))
-		return false;
-	if ((files & SAVE_IDENTITY) &&
-		!persist_write_file(SNOWFLAKE_IDENTITY_FILE, &rec, sizeof(rec),
-							&n->identity_writes, elevel))
+	if (!write_files(&rec, files, elevel, &n->state_writes, &n->identity_writes))
 		return false;
 	n->rec = rec;
-	node_publish();
 	return true;
 }
 
 /*
+ * The state file's last write, at a clean shutdown, by the postmaster once
+ * every other process has exited: nothing is written to shared memory.
+ */
+bool
+node_save_at_exit(const NodeRecord *last, int elevel)
+{
+	NodeRecord	rec = *last;
+	uint64		swrites = node_shared->state_writes;
+	uint64		iwrites = node_shared->identity_writes;
+
+	return write_files(&rec, SAVE_STATE, elevel, &swrites, &iwrites);
+}
+
+/*
+ * The words every refusal shares with others of its kind, and the words of
+ * each refusal (refusal_words()): literal formats, so that the compiler
+ * checks their arguments and the catalogue holds them (make
+ * po/snowflake.pot).  The values they name are RefuseArgs', in order: the
+ * message's, the detail's, the hint's.  Called inside node_refuse()'s
+ * ereport, as PostgreSQL's own errdetail_relkind_not_supported() is.
+ */
+static void
+copy_message(const RefuseArgs *a)
+{
+	errmsg("snowflake data directory is a copy of the node with worker id %s", a->msg[0]);
+}
+
+static void
+copy_hint(void)
+{
+	errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it replaces the node it was copied from and that node stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped.");
+}
+
+static void
+layout_message(const RefuseArgs *a)
+{
+	errmsg("snowflake layout \"%s\" cannot continue above the IDs issued under layout \"%s\"",
+		   a->msg[0], a->msg[1]);
+}
+
+static void
+clock_detail(const RefuseArgs *a)
+{
+	errdetail("The last snowflake ID carries the time %s and the clock reads %s; IDs can be issued again when the clock reaches %s.",
+			  a->detail[0], a->detail[1], a->detail[2]);
+}
+
+static int
+refusal_words(NodeReason r, const RefuseArgs *a)
+{
+	switch (r)
+	{
+			/* held_copy */
+		case REASON_BACKUP_LABEL:
+			copy_message(a);
+			errdetail("The server was started from a base backup (backup_label) without standby.signal.");
+			copy_hint();
+			break;
+		case REASON_RECOVERY_SIGNAL:
+			copy_message(a);
+			errdetail("The server was started with recovery.signal and without standby.signal (a restore from an archive, or to a point in time); its WAL may end before the last IDs the node issued.");
+			copy_hint();
+			break;
+		case REASON_RECOVERY_TARGET:
+			copy_message(a);
+			errdetail("The server was started with standby.signal and a recovery target (a recovery_target* setting), as a point-in-time restore and pg_createsubscriber do: it stops at the target rather than follow its primary on, and its WAL may end before the last IDs the node issued.");
+			copy_hint();
+			break;
+		case REASON_ARCHIVE_STANDBY:
+			copy_message(a);
+			errdetail("The server was started with standby.signal and without primary_conninfo: its WAL came from an archive alone, which may end before the last IDs the node issued.");
+			copy_hint();
+			break;
+		case REASON_OTHER_DIRECTORY:
+			copy_message(a);
+			errdetail("It is not the directory that last ran under this worker id: it was copied, or moved to another file system (then above => 0 confirms it).");
+			copy_hint();
+			break;
+		case REASON_OTHER_SYSTEM:
+			copy_message(a);
+			errdetail("Its files snowflake.state and snowflake.identity name another system.");
+			copy_hint();
+			break;
+		case REASON_RECORD_DAMAGED:
+			copy_message(a);
+			errdetail("Its file snowflake.identity is damaged, so the node cannot tell whether this data directory is a copy.");
+			copy_hint();
+			break;
+		case REASON_FILES_REMOVED:
+			errmsg("snowflake data directory may be a copy of the node with worker id %s", a->msg[0]);
+			errdetail("Its files snowflake.state and snowflake.identity are gone, and the extension ran here before (replication origin \"%s\"): it may be a copy of a server that still runs under worker id %s, and it cannot know how far that node's IDs went.",
+					  SNOWFLAKE_NODE_ORIGIN, a->detail[0]);
+			errhint("Give this server a worker id no other node uses in snowflake.worker_id and reload. Only if it is that node itself and no copy of it runs, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time it stopped.");
+			break;
+
+			/* held_floor */
+		case REASON_NEVER_INSTALLED:
+		case REASON_NEW_AS_STANDBY:
+			errmsg("snowflake does not know which IDs were issued before this data directory");
+			if (r == REASON_NEVER_INSTALLED)
+			{
+				errdetail("It has neither snowflake.state nor snowflake.identity, and no install script of the extension ran in this data directory (no replication origin \"%s\").",
+						  SNOWFLAKE_NODE_ORIGIN);
+				errhint("Give it a worker id of its own if its catalog came from a node that may still run; then, as a new node, CREATE EXTENSION snowflake in a database releases it. If it replaces a node that stopped for good, run SELECT snowflake.snowflake_confirm_node(stopped_at => '...') as a superuser with the time that node stopped instead.");
+			}
+			else
+			{
+				errdetail("It started as a standby with neither snowflake.state nor snowflake.identity, and has replayed no record of which node its primary is (a primary running the library logs one as it starts and at every change).");
+				errhint("If the primary runs the library, restart it: this standby learns from the record it logs then. If the primary is lost, run SELECT snowflake.snowflake_confirm_node(above => N) on this server once promoted, as a superuser, with N the highest ID the primary issued (0 if none).");
+			}
+			break;
+		case REASON_UPGRADED:
+			errmsg("snowflake does not know which IDs the cluster issued before pg_upgrade");
+			errdetail("pg_upgrade ran on this data directory and does not carry snowflake.state over; the old cluster's IDs may carry times ahead of this server's clock.");
+			errhint("As a superuser, run SELECT snowflake.snowflake_confirm_node(old_data_directory => '...') naming the old cluster's data directory.");
+			break;
+
+			/* held_claimed */
+		case REASON_CLAIMED_ELSEWHERE:
+			errmsg("snowflake worker id %s is claimed by another system", a->msg[0]);
+			errdetail("A claim of it by system %s arrived in snowflake_workers (a restored dump, say); this server could repeat the IDs that system issued.",
+					  a->detail[0]);
+			errhint("Give this server a worker id of its own in snowflake.worker_id and reload, or, if it continues that system's node, run SELECT snowflake.snowflake_confirm_node(above => N) as a superuser with N the highest ID that system issued.");
+			break;
+		case REASON_WORKER_RETIRED:
+			errmsg("snowflake worker id %s was given up by this node", a->msg[0]);
+			errdetail("This server followed a primary that moved from worker id %s to another; its own snowflake.worker_id still says the old one.",
+					  a->detail[0]);
+			errhint("Set snowflake.worker_id = %s, the primary's, and reload.", a->hint[0]);
+			break;
+		case REASON_UNCLAIMED:
+			errmsg("snowflake worker id %s is not claimed by this system", a->msg[0]);
+			errdetail("This system claimed worker ids in snowflake_workers (%s among them), and runs only under worker ids it claimed, so that no two systems issue IDs under one.",
+					  a->detail[0]);
+			errhint("As a superuser, claim it with SELECT * FROM snowflake.snowflake_claim_worker() (in a mesh, snowflake-mesh claims it through the mesh), or go back to a worker id this system claimed and reload.");
+			break;
+
+			/* held_file */
+		case REASON_RECORD_UNREADABLE:
+		case REASON_STATE_UNREADABLE:
+			errmsg("could not read snowflake file \"%s\"", a->msg[0]);
+			errdetail("It could not be opened or read at server start (the server log says why); the node cannot tell what it holds, and leaves it as it is.");
+			errhint("Make it readable by the server's account and restart the server.");
+			break;
+
+			/* broken */
+		case REASON_STATE_DAMAGED:
+			errmsg("snowflake state file \"%s\" is damaged", SNOWFLAKE_STATE_FILE);
+			errdetail("The file holds the highest ID this node may have issued; without it a restart with the clock set back could repeat IDs.");
+			errhint("As a superuser, run SELECT snowflake.snowflake_repair_state(above => N) with N the largest ID your tables hold.");
+			break;
+		case REASON_STATE_BEYOND_LAYOUT:
+			layout_message(a);
+			errdetail("The highest ID the node may have issued, %s, is beyond the largest ID of layout \"%s\".",
+					  a->detail[0], a->detail[1]);
+			errhint("Go back to snowflake.layout = '%s' and restart, or choose a layout with room above that ID.",
+					a->hint[0]);
+			break;
+
+			/* disabled */
+		case REASON_SETTINGS_REJECTED:
+			errmsg("snowflake setting \"%s\" was rejected at server start", a->msg[0]);
+			errdetail("Its value in the configuration, '%s', is not valid; PostgreSQL then leaves the setting at its default, which the node does not take for the value meant.",
+					  a->detail[0]);
+			errhint("Fix it in postgresql.conf (the server log says why it was rejected) and restart the server.");
+			break;
+		case REASON_SETTING_UNKNOWN:
+			errmsg("\"%s\" is not a snowflake setting", a->msg[0]);
+			errdetail("The configuration names it; a misspelt name leaves the setting meant at its default, which the node does not take for it.");
+			errhint("Correct or remove it in postgresql.conf and restart the server.");
+			break;
+		case REASON_LAYOUT_REJECTED:
+			errmsg("snowflake.layout = '%s' was rejected at server start", a->msg[0]);
+			errdetail("No layout is in force: PostgreSQL leaves the setting at its default, which the node does not take for the layout meant.");
+			errhint("Fix snowflake.layout in postgresql.conf (the server log lists the values it takes) and restart the server.");
+			break;
+		case REASON_LAYOUT_UNUSABLE:
+			errmsg("snowflake layout \"%s\" cannot be used", a->msg[0]);
+			/* what layout.c found, in words of its own */
+			errdetail("%s", a->detail[0]);
+			errhint("Fix the snowflake.layout or snowflake.custom_* settings in postgresql.conf and restart the server.");
+			break;
+		case REASON_WORKER_ID_REJECTED:
+			errmsg("snowflake.worker_id = '%s' was rejected", a->msg[0]);
+			errdetail("Worker ids run from 0 to %s in the \"%s\" layout; until a valid one is set, the node has none.",
+					  a->detail[0], a->detail[1]);
+			errhint("Set snowflake.worker_id in postgresql.conf to a worker id in that range, and reload.");
+			break;
+		case REASON_BINARY_UPGRADE:
+			errmsg("cannot generate snowflake IDs in binary-upgrade mode");
+			errdetail("pg_upgrade runs the server in this mode; the state file is left as it is.");
+			errhint("Generate IDs once pg_upgrade has finished and the server runs normally.");
+			break;
+		case REASON_NOT_PRELOADED:
+			errmsg("snowflake must be loaded via \"shared_preload_libraries\"");
+			errdetail("The generator keeps its state in shared memory, which is set up at server start.");
+			errhint("Add 'snowflake' to shared_preload_libraries in postgresql.conf and restart the server.");
+			break;
+		case REASON_SINGLE_USER:
+			errmsg("cannot generate snowflake IDs in single-user mode");
+			errdetail("Reservations are made durable by the background worker \"snowflake keeper\", which does not run in single-user mode.");
+			errhint("Start the server normally to generate IDs.");
+			break;
+		case REASON_NO_WORKER_ID:
+		case REASON_WORKER_ID_UNSET:
+			errmsg("snowflake.worker_id is not set");
+			if (r == REASON_NO_WORKER_ID)
+			{
+				errdetail("Every node that generates IDs needs a worker id of its own; two nodes with the same one issue the same IDs.");
+				errhint("Set snowflake.worker_id in postgresql.conf to a value no other node uses, and reload.");
+			}
+			else
+			{
+				errdetail("This node ran as worker id %s (its own, or its primary's before a failover), and its configuration gives none now.",
+						  a->detail[0]);
+				errhint("Set snowflake.worker_id = %s in postgresql.conf and reload, as this node's IDs carry it; only if another node runs under it now, choose one no other node uses.",
+						a->hint[0]);
+			}
+			break;
+
+			/* standby */
+		case REASON_IN_RECOVERY:
+			errmsg("cannot generate snowflake IDs during recovery");
+			errdetail("A standby shares the worker id of its primary; IDs it issued would collide.");
+			errhint("Generate IDs on the primary, or promote this standby first.");
+			break;
+
+			/* blocked */
+		case REASON_LAYOUT_BELOW:
+			layout_message(a);
+			errdetail("The last ID, read in the new layout, carries the time %s; new IDs must be greater, and the clock reads %s.",
+					  a->detail[0], a->detail[1]);
+			errhint("Go back to snowflake.layout = '%s', or choose a layout whose IDs at this time are greater than the last ID.",
+					a->hint[0]);
+			break;
+		case REASON_CLOCK_BACK:
+		case REASON_CLOCK_BACK_LONG:
+		case REASON_CLOCK_BACK_FAR:
+			errmsg("system clock moved backwards by %s ms", a->msg[0]);
+			clock_detail(a);
+			if (r == REASON_CLOCK_BACK)
+				errhint("\"snowflake.max_clock_backward_ms\" (%s ms) limits waiting for the clock and \"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of it; raise either to keep generating.",
+						a->hint[0], a->hint[1]);
+			else if (r == REASON_CLOCK_BACK_LONG)
+				errhint("\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating (a call waits for the clock at most an hour).",
+						a->hint[0]);
+			else
+				errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): set the clock right, or wait until the time in the detail.");
+			break;
+		case REASON_AHEAD_OF_CLOCK:
+		case REASON_AHEAD_FAR:
+			errmsg("snowflake generator is %s ms ahead of the system clock", a->msg[0]);
+			clock_detail(a);
+			if (r == REASON_AHEAD_OF_CLOCK)
+				errhint("\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs ahead of the clock; raise it to keep generating.",
+						a->hint[0]);
+			else
+				errhint("The last ID is further ahead of the clock than snowflake.max_run_ahead_ms may let the node run (one day): wait until the time in the detail, or set the clock right.");
+			break;
+		case REASON_TICK_USED_UP:
+		case REASON_BLOCK_TOO_LARGE:
+			if (r == REASON_TICK_USED_UP)
+				errmsg("snowflake layout \"%s\" has no ID left in the current tick", a->msg[0]);
+			else
+				errmsg("snowflake layout \"%s\" has fewer than %s IDs left in the current tick for a block",
+					   a->msg[0], a->msg[1]);
+			errdetail("The next tick begins at %s, %s ms from now; a call waits at most 1000 ms for the clock.",
+					  a->detail[0], a->detail[1]);
+			errhint("\"snowflake.max_run_ahead_ms\" (%s ms) limits issuing IDs of the next tick ahead of the clock; raise it, or use a layout with a shorter tick or more sequence bits.",
+					a->hint[0]);
+			break;
+		case REASON_KEEPER_LATE:
+		case REASON_KEEPER_ORIGIN:
+			errmsg("snowflake reservation was not renewed within 5000 ms");
+			if (r == REASON_KEEPER_LATE)
+			{
+				errdetail("The background worker \"snowflake keeper\" makes every reservation durable, in snowflake.state and in WAL, before IDs may use it.");
+				errhint("Check that it runs (pg_stat_activity, backend_type 'snowflake keeper'), and the server log for why it cannot write snowflake.state or log in WAL.");
+			}
+			else
+			{
+				errdetail("The floor after recovery needs replication origin \"snowflake_high_water_mark\", through which version 1.1 logged its reservations, and the worker that reads it failed.");
+				errhint("The server log says why; the keeper starts that worker again after ten seconds.");
+			}
+			break;
+		case REASON_CLOCK_BEFORE_EPOCH:
+			errmsg("system clock reads %s, before the epoch of the snowflake layout \"%s\"",
+				   a->msg[0], a->msg[1]);
+			errdetail("IDs of this layout carry times from its epoch, %s, on.", a->detail[0]);
+			errhint("Set the system clock right.");
+			break;
+		case REASON_LAYOUT_ENDED:
+			errmsg("snowflake layout \"%s\" has run out of time bits", a->msg[0]);
+			errdetail("Its last representable time is %s.", a->detail[0]);
+			errhint("Move to a layout with a later end of life.");
+			break;
+
+			/* DecimalId's generator */
+		case REASON_DECIMAL_RANGE:
+			errmsg("DecimalId generator range is empty");
+			errdetail("snowflake.decimal_generator_min (%s) is above snowflake.decimal_generator_max (%s).",
+					  a->detail[0], a->detail[1]);
+			errhint("Fix them in postgresql.conf and restart the server.");
+			break;
+		case REASON_DECIMAL_FILE:
+			errmsg("DecimalId state file \"%s\" cannot be used", a->msg[0]);
+			errdetail("At server start it could not be read, or it held no valid generator id; the server log says which.");
+			errhint("Restore it from a backup, or raise snowflake.decimal_generator_min above every generator id this node took, remove the file, and restart the server.");
+			break;
+		case REASON_DECIMAL_USED_UP:
+			errmsg("DecimalId generator has no generator id left");
+			errdetail("Every generator id from snowflake.decimal_generator_min to snowflake.decimal_generator_max (%s to %s) was taken, or the next could not be recorded in \"%s\" (the server log says why).",
+					  a->detail[0], a->detail[1], a->detail[2]);
+			errhint("Widen the range of snowflake.decimal_generator_min and snowflake.decimal_generator_max in postgresql.conf, or make the data directory writable, and restart the server.");
+			break;
+
+		case REASON_NONE:
+		case REASON_FLOOR_PENDING:
+		case NUM_REASONS:
+			break;
+	}
+	return 0;
+}
+
+/*
  * Refuse a call, for a reason, with the values its words name.  Every
- * refusal the node makes is here, from the table above.
+ * refusal the node makes is here: its SQLSTATE from the table above, its
+ * words from refusal_words().
  */
 void
 node_refuse(NodeReason r, const RefuseArgs *a)
 {
 	static const RefuseArgs none = {{0}};
-	const ReasonRow *row = &reasons[r];
 
 	if (a == NULL)
 		a = &none;
-	if (r <= REASON_NONE || r >= NUM_REASONS || row->msg == NULL)
+	if (r <= REASON_NONE || r >= NUM_REASONS || reasons[r].sqlstate == 0)
 		elog(ERROR, "snowflake refused for unknown reason %d", (int) r);
 	ereport(ERROR,
-			(errcode(row->sqlstate),
-			 errmsg(row->msg, a->msg[0], a->msg[1]),
-			 errdetail(row->detail, a->detail[0], a->detail[1], a->detail[2]),
-			 errhint(row->hint, a->hint[0], a->hint[1])));
+			(errcode(reasons[r].sqlstate),
+			 refusal_words(r, a)));
 }
 
 /* A number, as the words of a refusal name it. */
@@ -798,17 +1000,34 @@ node_num(int64 v)
  * Refuse for a reason of the node's verdict, naming what was found: the
  * worker id it is held under (for worker_retired, the one given up and the
  * primary's), the file it cannot read, the layouts of a mark beyond the
- * layout in force, the setting rejected.
+ * layout in force, the setting rejected.  The record is read under the
+ * lock (which a repair calling here holds already), whole.
  */
 void
 node_refuse_state(NodeReason r)
 {
 	NodeShared *n = node_shared;
 	const SettingsFound *f = settings_found();
-	const char *worker = n == NULL ? NULL :
-		n->rec.worker == WORKER_ID_UNSET ? "(unknown)" : node_num(n->rec.worker);
 	const char *layout = snowflake_layout->name;
-	RefuseArgs	a = {{worker}};
+	bool		held;
+	NodeRecord	rec;
+	int64		trouble_id;
+	char		trouble_layout[NAMEDATALEN];
+	const char *worker;
+	RefuseArgs	a = {{0}};
+
+	if (n == NULL)
+		node_refuse(r, NULL);
+	held = LWLockHeldByMe(n->lock);
+	if (!held)
+		LWLockAcquire(n->lock, LW_SHARED);
+	rec = n->rec;
+	trouble_id = n->trouble_id;
+	strlcpy(trouble_layout, n->trouble_layout, NAMEDATALEN);
+	if (!held)
+		LWLockRelease(n->lock);
+	worker = rec.worker == WORKER_ID_UNSET ? "(unknown)" : node_num(rec.worker);
+	a.msg[0] = worker;
 
 	if (r == REASON_SETTINGS_REJECTED)
 		a = (RefuseArgs) {{f->name}, {f->value}};
@@ -832,17 +1051,17 @@ node_refuse_state(NodeReason r)
 	else if (r == REASON_WORKER_ID_UNSET)
 		a = (RefuseArgs) {{0}, {worker}, {worker}};
 	else if (r == REASON_UNCLAIMED)
-		a.detail[0] = n->rec.nown > 0 ? node_num(n->rec.own[0]) : "(unknown)";
+		a.detail[0] = rec.nown > 0 ? node_num(rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)
-		a.detail[0] = n->rec.other_system != 0 ?
-			psprintf(UINT64_FORMAT, n->rec.other_system) : "unknown";
+		a.detail[0] = rec.other_system != 0 ?
+			psprintf(UINT64_FORMAT, rec.other_system) : "unknown";
 	else if (r == REASON_RECORD_UNREADABLE)
 		a.msg[0] = SNOWFLAKE_IDENTITY_FILE;
 	else if (r == REASON_STATE_UNREADABLE)
 		a.msg[0] = SNOWFLAKE_STATE_FILE;
 	else if (r == REASON_STATE_BEYOND_LAYOUT)
-		a = (RefuseArgs) {{layout, n->trouble_layout}, {node_num(n->trouble_id), layout},
-		{n->trouble_layout}};
+		a = (RefuseArgs) {{layout, pstrdup(trouble_layout)},
+		{node_num(trouble_id), layout}, {pstrdup(trouble_layout)}};
 	node_refuse(r, &a);
 }
 
@@ -883,7 +1102,7 @@ snowflake_node_model(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(reasons[r].name);
 		values[3] = CStringGetTextDatum(state_names[reasons[r].state]);
 		values[4] = CStringGetTextDatum(reasons[r].name);
-		nulls[5] = reasons[r].msg == NULL;
+		nulls[5] = reasons[r].sqlstate == 0;
 		if (!nulls[5])
 			values[5] = CStringGetTextDatum(unpack_sql_state(reasons[r].sqlstate));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -234,27 +234,28 @@ typedef enum NodeCheck
 /*
  * Shared memory: the record as the files hold it and what was found beside
  * it, under the one lock that serializes every change of them and every
- * write of the files.  The state published is read without the lock (the
- * postmaster takes none).
+ * write of the files.  Every field is written under the lock (or by the
+ * postmaster at start, before any other process runs); the pg_atomic ones
+ * are also read without it, one word at a time, and the others only under
+ * it.  The postmaster writes none of it after start.
  */
 typedef struct NodeShared
 {
 	LWLock	   *lock;
 	NodeRecord	rec;
-	NodeReason	found[CHECK_ALL];	/* by check; NONE: nothing found */
+	pg_atomic_uint32 found[CHECK_ALL];	/* NodeReason by check; NONE:
+										 * nothing found */
 	uint64		state_writes;	/* persist.c's counters of the two files */
 	uint64		identity_writes;
 	int64		trouble_id;		/* the ID beyond the layout, for the message */
 	char		trouble_layout[NAMEDATALEN];	/* the layout it was issued in */
-	pg_atomic_uint32 published; /* NodeState | NodeReason << 8 | PUBLISH_* */
-	pg_atomic_uint32 configured;	/* snowflake.worker_id, as last read */
+	/* snowflake.worker_id, as the configuration read at configured_at gave it */
+	pg_atomic_uint32 configured;
+	pg_atomic_uint64 configured_at; /* settings_worker_read_at() of that read */
+	/* the reading the worker id in force was last published from */
+	pg_atomic_uint32 published;
+	pg_atomic_uint64 published_at;
 } NodeShared;
-
-/* published: the node's own checks let its worker id be published */
-#define PUBLISH_WORKER	0x10000
-
-/* configured: the value of snowflake.worker_id was rejected at start */
-#define WORKER_ID_REJECTED	(-2)
 
 extern NodeShared *node_shared;
 
@@ -268,6 +269,18 @@ typedef struct RefuseArgs
 	const char *detail[3];
 	const char *hint[2];
 } RefuseArgs;
+
+/* What reading the record's two files found (node_read()). */
+typedef struct RecordFiles
+{
+	bool		found;			/* either held the node's part */
+	MarkResult	state;			/* what reading snowflake.state gave */
+	MarkResult	identity;		/* ... and snowflake.identity */
+	PersistFault state_fault;	/* why, for persist_fault() */
+	PersistFault identity_fault;
+	uint64		state_writes;	/* their write counters */
+	uint64		identity_writes;
+} RecordFiles;
 
 /* which files node_save() writes */
 #define SAVE_STATE		0x1
@@ -292,14 +305,11 @@ extern NodeReason node_verdict(const NodeRecord *rec);
 extern bool node_refuses(NodeReason r);
 extern bool node_mark_readable(void);
 extern bool node_mark_trusted(void);
-extern void node_publish(void);
-extern bool node_publishes_worker(void);
 
 /* the record */
-extern void node_read(const char *dir, NodeRecord *rec, bool *found,
-					  uint64 *swrites, uint64 *iwrites, MarkResult *sres,
-					  MarkResult *ires);
+extern void node_read(const char *dir, NodeRecord *rec, RecordFiles *files);
 extern bool node_save(const NodeRecord *next, int files, int elevel);
+extern bool node_save_at_exit(const NodeRecord *last, int elevel);
 extern bool node_claimed(const NodeRecord *r, int worker);
 extern void node_add_claim(NodeRecord *r, int worker);
 extern void node_drop_claim(NodeRecord *r, int worker);

@@ -17,6 +17,8 @@
 
 #include "fmgr.h"
 
+#include "messages.h"
+
 PG_FUNCTION_INFO_V1(snowflake_obfuscate);
 PG_FUNCTION_INFO_V1(snowflake_deobfuscate);
 
@@ -93,7 +95,7 @@ check_domain(const char *fname, int64 id)
 	if (id <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("%s takes a positive ID, not " INT64_FORMAT, fname, id),
+				 errmsg("%s takes a positive ID, not %lld", fname, (long long) id),
 				 errdetail("The permutation maps [1, 9223372036854775807] onto itself.")));
 }
 

@@ -36,6 +36,7 @@
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
+#include "messages.h"
 #include "persist.h"
 
 #define STATE_MAGIC		0x534E4F57	/* "SNOW" */
@@ -101,16 +102,16 @@ slot_ok(const char *slot, size_t len, uint64 *writes, size_t *got)
 
 /*
  * Read a state file into payload (len bytes).  Returns MARK_ABSENT when
- * there is no file, MARK_UNREADABLE (with *problem set) when it cannot be
- * opened or read (its mode or owner, say: nothing is known of its
- * contents), MARK_BROKEN (with *problem set) when no record in it can be
- * trusted, MARK_OK otherwise, with *writes the record's counter (0
- * for a version-1 file, which the next write replaces).  Never raises an
- * error: the postmaster calls it.
+ * there is no file, MARK_UNREADABLE when it cannot be opened or read (its
+ * mode or owner, say: nothing is known of its contents), MARK_BROKEN when
+ * no record in it can be trusted (with *fault saying why, for
+ * persist_fault()), MARK_OK otherwise, with *writes the record's counter
+ * (0 for a version-1 file, which the next write replaces).  Never raises
+ * an error: the postmaster calls it.
  */
 MarkResult
 persist_read_file(const char *path, void *payload, size_t len,
-				  uint64 *writes, const char **problem)
+				  uint64 *writes, PersistFault *fault)
 {
 	char		buf[2 * SLOT_SIZE + 1];
 	int			fd;
@@ -122,20 +123,23 @@ persist_read_file(const char *path, void *payload, size_t len,
 	int			best;
 
 	Assert(len <= MAX_PAYLOAD);
+	fault->kind = FAULT_NONE;
+	fault->err = 0;
 	fd = OpenTransientFile(path, O_RDONLY | PG_BINARY);
 	if (fd < 0)
 	{
 		if (errno == ENOENT)
 			return MARK_ABSENT;
-		*problem = errno == EACCES ? "it cannot be opened: permission denied" :
-			"it cannot be opened";
+		fault->kind = FAULT_OPEN;
+		fault->err = errno;
 		return MARK_UNREADABLE;
 	}
 	n = read(fd, buf, sizeof(buf));
+	fault->err = errno;
 	CloseTransientFile(fd);
 	if (n < 0)
 	{
-		*problem = "it cannot be read";
+		fault->kind = FAULT_READ;
 		return MARK_UNREADABLE;
 	}
 
@@ -147,7 +151,7 @@ persist_read_file(const char *path, void *payload, size_t len,
 	{
 		if (!crc_ok(buf, sizeof(v1) + v1.length))
 		{
-			*problem = "its checksum does not match";
+			fault->kind = FAULT_CHECKSUM;
 			return MARK_BROKEN;
 		}
 		memset(payload, 0, len);
@@ -158,14 +162,14 @@ persist_read_file(const char *path, void *payload, size_t len,
 
 	if (n != 2 * SLOT_SIZE)
 	{
-		*problem = n == 0 ? "it is empty" : "it has the wrong size";
+		fault->kind = n == 0 ? FAULT_EMPTY : FAULT_SIZE;
 		return MARK_BROKEN;
 	}
 	ok[0] = slot_ok(buf, len, &w[0], &got[0]);
 	ok[1] = slot_ok(buf + SLOT_SIZE, len, &w[1], &got[1]);
 	if (!ok[0] && !ok[1])
 	{
-		*problem = "neither of its records is intact";
+		fault->kind = FAULT_RECORDS;
 		return MARK_BROKEN;
 	}
 	best = (!ok[0] || (ok[1] && w[1] > w[0])) ? 1 : 0;
@@ -173,6 +177,45 @@ persist_read_file(const char *path, void *payload, size_t len,
 	memcpy(payload, buf + best * SLOT_SIZE + sizeof(SlotHeader), got[best]);
 	*writes = w[best];
 	return MARK_OK;
+}
+
+/*
+ * The words of what a read found wrong with the file at path, inside the
+ * caller's ereport (whose hint says what it means there), with errno set
+ * to fault->err before it, for %m.
+ */
+int
+persist_fault(const char *path, const PersistFault *fault)
+{
+	switch (fault->kind)
+	{
+		case FAULT_OPEN:
+			errcode_for_file_access();
+			errmsg("could not open file \"%s\": %m", path);
+			break;
+		case FAULT_READ:
+			errcode_for_file_access();
+			errmsg("could not read file \"%s\": %m", path);
+			break;
+		case FAULT_EMPTY:
+		case FAULT_SIZE:
+		case FAULT_CHECKSUM:
+		case FAULT_RECORDS:
+			errcode(ERRCODE_DATA_CORRUPTED);
+			errmsg("file \"%s\" is damaged", path);
+			if (fault->kind == FAULT_EMPTY)
+				errdetail("It is empty.");
+			else if (fault->kind == FAULT_SIZE)
+				errdetail("It has the wrong size.");
+			else if (fault->kind == FAULT_CHECKSUM)
+				errdetail("Its checksum does not match its record.");
+			else
+				errdetail("Neither of its two records is intact.");
+			break;
+		case FAULT_NONE:
+			break;
+	}
+	return 0;
 }
 
 static void
@@ -261,45 +304,77 @@ create_file(const char *path, const void *payload, size_t len, int elevel)
 	return fsync_fname_ext(parent_dir(path, dir), true, false, elevel) == 0;
 }
 
+/* A step of a write in place, for its message. */
+typedef enum WriteStep
+{
+	STEP_OPEN,
+	STEP_WRITE,
+	STEP_FSYNC
+} WriteStep;
+
+static int
+step_message(const char *path, WriteStep step)
+{
+	switch (step)
+	{
+		case STEP_OPEN:
+			return errmsg("could not open file \"%s\": %m", path);
+		case STEP_WRITE:
+			return errmsg("could not write file \"%s\": %m", path);
+		case STEP_FSYNC:
+			return errmsg("could not fsync file \"%s\": %m", path);
+	}
+	return 0;
+}
+
 /*
- * Write the record into its slot of the existing file; false, with errno
- * set and *what naming the step that failed, if that cannot be done.
+ * Write the record into its slot of the existing file; false, having said
+ * which step failed (in the log: the file is then written anew), if that
+ * cannot be done.
  */
 static bool
-write_in_place(const char *path, const char *slot, uint64 next, const char **what)
+write_in_place(const char *path, const char *slot, uint64 next)
 {
 	int			fd;
 	int			save_errno;
+	WriteStep	step;
 
 	fd = OpenTransientFile(path, O_RDWR | PG_BINARY);
 	if (fd < 0)
 	{
-		*what = "open";
-		return false;
-	}
-	errno = 0;
-	if (pg_pwrite(fd, slot, SLOT_SIZE, (off_t) (next % 2) * SLOT_SIZE) != SLOT_SIZE)
-	{
-		save_errno = errno ? errno : ENOSPC;
-		*what = "write";
-	}
-	else if (pg_fdatasync(fd) != 0)
-	{
-		/*
-		 * No PANIC needed: the caller does not rely on this record, and the
-		 * file written anew below is synced whole before it replaces this
-		 * one.
-		 */
 		save_errno = errno;
-		*what = "fsync";
+		step = STEP_OPEN;
 	}
 	else
 	{
+		errno = 0;
+		if (pg_pwrite(fd, slot, SLOT_SIZE, (off_t) (next % 2) * SLOT_SIZE) != SLOT_SIZE)
+		{
+			save_errno = errno ? errno : ENOSPC;
+			step = STEP_WRITE;
+		}
+		else if (pg_fdatasync(fd) != 0)
+		{
+			/*
+			 * No PANIC needed: the caller does not rely on this record, and
+			 * the file written anew instead is synced whole before it
+			 * replaces this one.
+			 */
+			save_errno = errno;
+			step = STEP_FSYNC;
+		}
+		else
+		{
+			CloseTransientFile(fd);
+			return true;
+		}
 		CloseTransientFile(fd);
-		return true;
 	}
-	CloseTransientFile(fd);
 	errno = save_errno;
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 step_message(path, step),
+			 errdetail("The file is written anew beside it and renamed over it.")));
 	return false;
 }
 
@@ -319,7 +394,6 @@ persist_write_file(const char *path, const void *payload, size_t len,
 {
 	char		slot[SLOT_SIZE];
 	uint64		next = *writes + 1;
-	const char *what = NULL;
 
 	StaticAssertStmt(sizeof(SlotHeader) + MAX_PAYLOAD + sizeof(pg_crc32c) <= SLOT_SIZE,
 					 "a state record must fit one sector");
@@ -328,14 +402,11 @@ persist_write_file(const char *path, const void *payload, size_t len,
 	if (*writes > 0)
 	{
 		fill_slot(slot, payload, len, next);
-		if (write_in_place(path, slot, next, &what))
+		if (write_in_place(path, slot, next))
 		{
 			*writes = next;
 			return true;
 		}
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not %s file \"%s\": %m; writing it anew", what, path)));
 	}
 	if (!create_file(path, payload, len, elevel))
 		return false;

@@ -28,6 +28,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/syscache.h"
 
+#include "messages.h"
 #include "node.h"
 #include "persist.h"
 #include "settings.h"
@@ -38,13 +39,16 @@ PG_FUNCTION_INFO_V1(decimal_id_decode);
 PG_FUNCTION_INFO_V1(snowflake_node_nextval);
 PG_FUNCTION_INFO_V1(snowflake_node_decode);
 
+/*
+ * word is read anywhere; refusal is written at start or under lock, and
+ * read anywhere; the rest is set at start or read and written under lock.
+ */
 typedef struct DecimalShared
 {
 	pg_atomic_uint64 word;		/* generator id and last counter: decimal_word() */
 	LWLock	   *lock;
 	uint64		writes;			/* counter of the file's newest record */
-	NodeReason	refusal;		/* why it cannot generate (node.c's table) */
-	char		why[128];		/* what was wrong with its file */
+	pg_atomic_uint32 refusal;	/* NodeReason: why it cannot generate */
 } DecimalShared;
 
 typedef struct DecimalFile
@@ -61,10 +65,9 @@ schemes_shmem_size(void)
 }
 
 static void
-decimal_unusable(NodeReason r, const char *why)
+decimal_unusable(NodeReason r)
 {
-	dec->refusal = r;
-	strlcpy(dec->why, why ? why : "", sizeof(dec->why));
+	pg_atomic_write_u32(&dec->refusal, (uint32) r);
 }
 
 /*
@@ -87,13 +90,20 @@ next_generator(int64 last, int elevel)
 	return g;
 }
 
+/* What a file DecimalId cannot use at start means. */
+static int
+file_hint(void)
+{
+	return errhint("DecimalId's generator refuses until the file is restored or removed.");
+}
+
 /* At server start: take the next generator id.  Called with AddinShmemInitLock. */
 void
 schemes_shmem_init(void)
 {
 	bool		found;
 	DecimalFile f;
-	const char *problem = NULL;
+	PersistFault fault;
 	int64		last = -1;
 	int64		g;
 
@@ -102,7 +112,7 @@ schemes_shmem_init(void)
 		return;
 	pg_atomic_init_u64(&dec->word, 0);
 	dec->lock = &(GetNamedLWLockTranche("snowflake"))[1].lock;
-	dec->refusal = REASON_NONE;
+	pg_atomic_init_u32(&dec->refusal, REASON_NONE);
 	dec->writes = 0;
 
 	/* the node's configuration refuses first (decimal_refuse()) */
@@ -110,33 +120,39 @@ schemes_shmem_init(void)
 		return;
 	if (snowflake_decimal_generator_min > snowflake_decimal_generator_max)
 	{
-		decimal_unusable(REASON_DECIMAL_RANGE, NULL);
+		decimal_unusable(REASON_DECIMAL_RANGE);
 		return;
 	}
-	switch (persist_read_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &dec->writes, &problem))
+	switch (persist_read_file(SNOWFLAKE_DECIMAL_FILE, &f, sizeof(f), &dec->writes, &fault))
 	{
 		case MARK_ABSENT:
 			break;
 		case MARK_OK:
 			if (f.generator_id < 0 || f.generator_id > DECIMAL_FIELD_MAX)
 			{
-				decimal_unusable(REASON_DECIMAL_FILE, "it held an invalid generator id");
+				decimal_unusable(REASON_DECIMAL_FILE);
+				ereport(WARNING,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("DecimalId state file \"%s\" holds an invalid generator id, %lld",
+								SNOWFLAKE_DECIMAL_FILE, (long long) f.generator_id),
+						 file_hint()));
 				return;
 			}
 			last = f.generator_id;
 			break;
 		case MARK_BROKEN:
 		case MARK_UNREADABLE:
-			decimal_unusable(REASON_DECIMAL_FILE, problem);
+			decimal_unusable(REASON_DECIMAL_FILE);
+			errno = fault.err;
 			ereport(WARNING,
-					(errmsg("DecimalId state file \"%s\" cannot be used", SNOWFLAKE_DECIMAL_FILE),
-					 errdetail("At server start %s.", problem)));
+					(persist_fault(SNOWFLAKE_DECIMAL_FILE, &fault),
+					 file_hint()));
 			return;
 	}
 	g = next_generator(last, LOG);
 	if (g < 0)
 	{
-		decimal_unusable(REASON_DECIMAL_USED_UP, NULL);
+		decimal_unusable(REASON_DECIMAL_USED_UP);
 		return;
 	}
 	pg_atomic_write_u64(&dec->word, decimal_word(g, 0));
@@ -151,6 +167,7 @@ static void
 decimal_require_ready(void)
 {
 	NodeReason	r;
+	NodeReason	own;
 	const char *min = node_num(snowflake_decimal_generator_min);
 	const char *max = node_num(snowflake_decimal_generator_max);
 	RefuseArgs	a = {{0}};
@@ -161,15 +178,16 @@ decimal_require_ready(void)
 		node_refuse_state(r);
 	if (RecoveryInProgress())
 		node_refuse(REASON_IN_RECOVERY, NULL);
-	if (dec->refusal == REASON_NONE)
+	own = (NodeReason) pg_atomic_read_u32(&dec->refusal);
+	if (own == REASON_NONE)
 		return;
-	if (dec->refusal == REASON_DECIMAL_RANGE)
+	if (own == REASON_DECIMAL_RANGE)
 		a = (RefuseArgs) {{0}, {min, max}};
-	else if (dec->refusal == REASON_DECIMAL_FILE)
-		a = (RefuseArgs) {{SNOWFLAKE_DECIMAL_FILE}, {dec->why}};
+	else if (own == REASON_DECIMAL_FILE)
+		a = (RefuseArgs) {{SNOWFLAKE_DECIMAL_FILE}};
 	else
-		a = (RefuseArgs) {{0}, {psprintf("%s to %s", min, max), SNOWFLAKE_DECIMAL_FILE}};
-	node_refuse(dec->refusal, &a);
+		a = (RefuseArgs) {{0}, {min, max, SNOWFLAKE_DECIMAL_FILE}};
+	node_refuse(own, &a);
 }
 
 /* The counter of generator g is used up: move to the next generator id. */
@@ -186,7 +204,7 @@ advance_generator(uint64 g)
 		next = next_generator((int64) g, ERROR);
 		if (next < 0)
 		{
-			decimal_unusable(REASON_DECIMAL_USED_UP, NULL);
+			decimal_unusable(REASON_DECIMAL_USED_UP);
 			LWLockRelease(dec->lock);
 			decimal_require_ready();
 		}
@@ -230,9 +248,9 @@ decimal_id_decode(PG_FUNCTION_ARGS)
 	if (id < DECIMAL_COUNTER_UNIT || id / DECIMAL_COUNTER_UNIT > DECIMAL_COUNTER_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("DecimalId " INT64_FORMAT " is out of range", id),
-				 errdetail("A DecimalId is counter * 10^10 + generator_id * 10^5 + launch_id, with a counter from 1 to " INT64_FORMAT ".",
-						   DECIMAL_COUNTER_MAX)));
+				 errmsg("DecimalId %lld is out of range", (long long) id),
+				 errdetail("A DecimalId is counter * 10^10 + generator_id * 10^5 + launch_id, with a counter from 1 to %lld.",
+						   (long long) DECIMAL_COUNTER_MAX)));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -259,18 +277,19 @@ snowflake_node_nextval(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("snowflake.worker_id %d does not fit the %d-bit node field of node-partitioned IDs",
 						(int) node, NODE_ID_NODE_BITS),
-				 errhint("Use worker ids from 0 to " INT64_FORMAT " on nodes that use snowflake_node_nextval().", NODE_ID_NODE_MAX)));
+				 errhint("Use worker ids from 0 to %lld on nodes that use snowflake_node_nextval().",
+						 (long long) NODE_ID_NODE_MAX)));
 
 	value = DatumGetInt64(DirectFunctionCall1(nextval_oid, ObjectIdGetDatum(seq)));
 	if (value < 1 || value > NODE_ID_COUNTER_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-				 errmsg("sequence value " INT64_FORMAT " is outside the node-partitioned range 1 to " INT64_FORMAT,
-						value, NODE_ID_COUNTER_MAX),
+				 errmsg("sequence value %lld is outside the node-partitioned range 1 to %lld",
+						(long long) value, (long long) NODE_ID_COUNTER_MAX),
 				 errdetail("Node-partitioned IDs keep the worker id in the top %d bits and the sequence in the low %d; a larger value would fall into another node's range.",
 						   NODE_ID_NODE_BITS, NODE_ID_COUNTER_BITS),
-				 errhint("Give the sequence MINVALUE 1 and MAXVALUE " INT64_FORMAT ", and NO CYCLE.",
-						 NODE_ID_COUNTER_MAX)));
+				 errhint("Give the sequence MINVALUE 1 and MAXVALUE %lld, and NO CYCLE.",
+						 (long long) NODE_ID_COUNTER_MAX)));
 	PG_RETURN_INT64(node_id_compose(node, value));
 }
 
@@ -285,7 +304,8 @@ snowflake_node_decode(PG_FUNCTION_ARGS)
 	if (id <= 0 || node_id_counter(id) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("node-partitioned ID must be positive with a counter of at least 1, not " INT64_FORMAT, id)));
+				 errmsg("node-partitioned ID must be positive with a counter of at least 1, not %lld",
+						(long long) id)));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 

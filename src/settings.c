@@ -30,6 +30,7 @@
 
 #include "clock.h"
 #include "compat.h"
+#include "messages.h"
 #include "settings.h"
 #include "text.h"
 
@@ -42,6 +43,7 @@ int			snowflake_decimal_generator_max = 99999;
 const SnowflakeLayout *snowflake_layout = NULL;
 
 void		(*settings_worker_assigned) (int worker) = NULL;
+int			settings_worker_reading = WORKER_ID_UNSET;
 
 /* snowflake.layout: a preset, custom or shardingsphere@ZONE[@DAY] */
 static char *layout_setting = NULL;
@@ -60,6 +62,9 @@ static SettingsFound found;
 
 /* the text of snowflake.worker_id rejected at server start, or "" */
 static char worker_rejected[64];
+
+/* when this process last read snowflake.worker_id (CLOCK_MONOTONIC, us) */
+static uint64 worker_read_at = 0;
 
 /* every setting of ours, for checking what the configuration gave them */
 static const char *const setting_names[] = {
@@ -111,6 +116,18 @@ settings_worker_rejected(void)
 }
 
 /*
+ * When this process last read snowflake.worker_id: at server start, or at
+ * a reload (its own, or the postmaster's before this process was forked).
+ * The clock is the machine's monotonic one, which every process shares, so
+ * that readings of different processes compare.
+ */
+uint64
+settings_worker_read_at(void)
+{
+	return worker_read_at;
+}
+
+/*
  * The layout in force, or NULL when none is: the configured one was
  * rejected or cannot be built, and snowflake_layout is only the default
  * the extension falls back on internally.
@@ -151,9 +168,6 @@ build_custom_layout(void)
 		set_found(SETTINGS_LAYOUT_UNUSABLE, "custom", NULL, why);
 	snowflake_layout = &custom_layout;
 }
-
-#define LAYOUT_CHOICES_HINT \
-	"Available values: %s, custom, shardingsphere@ZONE and shardingsphere@ZONE@YYYY-MM-DD (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00; YYYY-MM-DD: the day a JVM of ShardingSphere 5.4 or later started)."
 
 /*
  * Accept a preset, "custom" or "shardingsphere@ZONE[@DAY]", and store its
@@ -203,7 +217,8 @@ check_layout(char **newval, void **extra, GucSource source)
 		}
 		if (pg_strncasecmp(*newval, LAYOUT_CUSTOM_PREFIX, strlen(LAYOUT_CUSTOM_PREFIX)) == 0)
 			GUC_check_errdetail("A custom layout is set with snowflake.layout = custom and the snowflake.custom_* settings.");
-		GUC_check_errhint(LAYOUT_CHOICES_HINT, names);
+		GUC_check_errhint("Available values: %s, custom, shardingsphere@ZONE and shardingsphere@ZONE@YYYY-MM-DD (ZONE: a time zone name such as Asia/Shanghai, or a UTC offset such as +08:00; YYYY-MM-DD: the day a JVM of ShardingSphere 5.4 or later started).",
+						  names);
 		return false;
 	}
 
@@ -249,25 +264,27 @@ check_worker_id(int *newval, void **extra, GucSource source)
 
 	if (*newval > layout_max_worker(l))
 	{
-		GUC_check_errdetail("The \"%s\" layout has a %d-bit worker field, so worker ids run from 0 to " INT64_FORMAT ".",
-							l->name, l->worker_bits, layout_max_worker(l));
+		GUC_check_errdetail("The \"%s\" layout has a %d-bit worker field, so worker ids run from 0 to %lld.",
+							l->name, l->worker_bits, (long long) layout_max_worker(l));
 		return false;
 	}
 	return true;
 }
 
 /*
- * The postmaster reads the configuration once for the whole node: the
- * worker id it reads is handed on from there (identity.c applies it and
- * publishes it in one step for every backend).
+ * Every process reads the configuration at a reload; this keeps what it
+ * read and when, and writes nothing shared (the postmaster writes no
+ * shared memory after start).  identity.c makes it the node's worker id in
+ * the keeper, or in the startup process during recovery
+ * (settings_worker_assigned); a backend that read it first waits for that.
  */
 static void
 assign_worker_id(int newval, void *extra)
 {
-	if (IsUnderPostmaster)
-		return;
 	/* a valid one read: no longer rejected, also for a crash's restart */
 	worker_rejected[0] = '\0';
+	settings_worker_reading = newval;
+	worker_read_at = (uint64) clock_monotonic_us();
 	if (settings_worker_assigned)
 		settings_worker_assigned(newval);
 }
@@ -401,7 +418,7 @@ layout_from_placeholder(void)
 	snowflake_layout = l ? l : layout_default();
 	if (name && pg_strcasecmp(name, "custom") == 0)
 		set_found(SETTINGS_LAYOUT_UNUSABLE, "custom", NULL,
-				  "the custom layout is read only when the library is preloaded");
+				  _("The custom layout is read only when the library is preloaded."));
 }
 
 /*
@@ -438,7 +455,10 @@ static void
 rejected_at_start(const char *name, const char *value)
 {
 	if (strcmp(name, "snowflake.worker_id") == 0)
+	{
 		strlcpy(worker_rejected, value, sizeof(worker_rejected));
+		settings_worker_reading = WORKER_ID_REJECTED;
+	}
 	else if (strcmp(name, "snowflake.layout") == 0)
 		set_found(SETTINGS_LAYOUT_REJECTED, name, value, NULL);
 	else

@@ -13,6 +13,9 @@
 /* snowflake.worker_id's value when it is not set */
 #define WORKER_ID_UNSET		(-1)
 
+/* what a process read of snowflake.worker_id when its value was rejected */
+#define WORKER_ID_REJECTED	(-2)
+
 /*
  * The furthest IDs may run ahead of the clock, whatever
  * snowflake.max_run_ahead_ms says (-1 means this much).  Every role that
@@ -40,8 +43,14 @@ extern int	snowflake_decimal_generator_max;
 /* the layout of this server; never NULL once settings_define() ran */
 extern const SnowflakeLayout *snowflake_layout;
 
-/* called in the postmaster when it reads snowflake.worker_id at a reload */
+/* called in every process that reads snowflake.worker_id (at start, a reload) */
 extern void (*settings_worker_assigned) (int worker);
+
+/*
+ * What this process read of snowflake.worker_id: the value, WORKER_ID_UNSET,
+ * or WORKER_ID_REJECTED; settings_worker_read_at() says when.
+ */
+extern int	settings_worker_reading;
 
 /* What the settings read at server start found that the node cannot trust. */
 typedef enum SettingsTrouble
@@ -64,6 +73,7 @@ typedef struct SettingsFound
 extern void settings_define(bool preloaded);
 extern const SettingsFound *settings_found(void);
 extern const char *settings_worker_rejected(void);
+extern uint64 settings_worker_read_at(void);
 extern const SnowflakeLayout *settings_layout_in_force(void);
 extern int64 settings_max_lead_ms(void);
 

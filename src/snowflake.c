@@ -15,6 +15,7 @@
 #include "storage/shmem.h"
 
 #include "identity.h"
+#include "messages.h"
 #include "node.h"
 #include "settings.h"
 #include "snowflake.h"
@@ -61,6 +62,8 @@ snowflake_shmem_startup(void)
 void
 _PG_init(void)
 {
+	/* the extension's own catalogue of messages (messages.h) */
+	pg_bindtextdomain(TEXTDOMAIN);
 	/* without preloading, only the decoding functions work */
 	settings_define(process_shared_preload_libraries_in_progress);
 	if (!process_shared_preload_libraries_in_progress)

@@ -45,6 +45,7 @@
 
 #include "compat.h"
 #include "layout.h"
+#include "messages.h"
 #include "snowflake.h"
 #include "text.h"
 
@@ -425,14 +426,14 @@ out_of_range(const TextForm *f, const char *s, int len,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("snowflake %s ID \"%s\" is out of range for the \"%s\" layout",
 						f->name, snowflake_echo(pnstrdup(s, len)), l->name),
-				 errdetail("IDs of this layout run from 1 (\"%s\") to " INT64_FORMAT " (\"%s\").",
-						   one, max_id, max)));
+				 errdetail("IDs of this layout run from 1 (\"%s\") to %lld (\"%s\").",
+						   one, (long long) max_id, max)));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("snowflake %s ID \"%s\" is out of range",
 					f->name, snowflake_echo(pnstrdup(s, len))),
-			 errdetail("IDs run from 1 (\"%s\") to " INT64_FORMAT " (\"%s\").",
-					   one, max_id, max)));
+			 errdetail("IDs run from 1 (\"%s\") to %lld (\"%s\").",
+					   one, (long long) max_id, max)));
 }
 
 /*

@@ -39,6 +39,7 @@
 #include "utils/memutils.h"
 
 #include "compat.h"
+#include "messages.h"
 #include "wal.h"
 
 /* every ID up to mark may have been issued */
@@ -235,15 +236,17 @@ wal_drop_legacy_origin(void)
 		FlushErrorState();
 		AbortCurrentTransaction();
 		ereport(DEBUG1,
-				(errmsg("snowflake could not drop replication origin \"%s\" yet: %s",
-						SNOWFLAKE_LEGACY_ORIGIN, edata->message)));
+				(errmsg("snowflake could not drop replication origin \"%s\" yet",
+						SNOWFLAKE_LEGACY_ORIGIN),
+				 errdetail_internal("%s", edata->message)));
 		FreeErrorData(edata);
 		result = LEGACY_BUSY;
 	}
 	PG_END_TRY();
 	if (result == LEGACY_FOUND)
 		ereport(LOG,
-				(errmsg("snowflake dropped replication origin \"%s\": reservations are logged by its own WAL records now",
-						SNOWFLAKE_LEGACY_ORIGIN)));
+				(errmsg("snowflake dropped replication origin \"%s\"",
+						SNOWFLAKE_LEGACY_ORIGIN),
+				 errdetail("Reservations are logged by the extension's own WAL records now.")));
 	return result;
 }

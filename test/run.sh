@@ -8,9 +8,10 @@
 # PostgreSQL project's packages where apt.postgresql.org can be reached,
 # otherwise built from ../shared/pg16; without either it is skipped, and
 # under CI that is a failure).  On the host's version also the extras: the
-# JavaScript client test, the SQL of README.md and docs/, make demo's SQL,
-# the ORMs and ID libraries (test/orm), IDs as text with npm's libraries
-# and each stack's recipe (test/text), the ShardingSphere layouts against
+# JavaScript client test, the catalogue of the messages, the SQL of
+# README.md and docs/, make demo's SQL, the ORMs and ID libraries
+# (test/orm), IDs as text with npm's libraries and each stack's recipe
+# (test/text), the ShardingSphere layouts against
 # ShardingSphere's algorithm in a JVM, and the stacks of docs/stacks.md:
 # Patroni on etcd, pgBackRest and PgBouncer (test/stacks) (EXTRAS=no
 # leaves them out).  JOBS versions run at once (2 by default; each one's
@@ -36,6 +37,8 @@ if [ $host = yes ]; then
 	pkgs=()
 	# the Debian package's build tools, where the suite builds it
 	[[ " ${SUITE_PARTS:-deb} " != *" deb "* ]] || pkgs+=(debhelper postgresql-server-dev-all dpkg-dev fakeroot)
+	# xgettext and msgfmt for the extras' check of the message catalogue
+	[ "$EXTRAS" != yes ] || pkgs+=(gettext)
 	# node and npm for the extras' JavaScript client
 	NEED_NODE=$([ "$EXTRAS" = yes ] && echo 1 || echo 0) install_deps "${pkgs[@]}"
 fi
@@ -96,6 +99,9 @@ if [ $host = yes ]; then
 			xfailed=$((xfailed + 1))
 		fi
 	}
+	# The catalogue of the messages (make po/snowflake.pot) holds every
+	# message the sources raise.
+	extra "Messages: the catalogue holds every one" messages bash "$SRC/test/messages.sh"
 	# Every SQL block of README.md and docs/ runs as written, in order, on a
 	# server set up as README recommends.
 	extra "README.md and docs/: every SQL block" readme bash "$SRC/test/readme.sh"

@@ -11,7 +11,9 @@
 # "PostgreSQL NN: N passed, M failed".  Removes its files when everything
 # passed, and otherwise says where they are.  SUITE_PARTS names the parts
 # to run after the build (default: all of regress isolation tap bench deb),
-# for a quicker run while working on one of them.
+# for a quicker run while working on one of them.  The build checks the
+# formats of messages (-Wformat=2 -Wformat-nonliteral: a format that is not
+# a literal is a warning).
 . "$(dirname "$0")/lib.sh"
 
 WORK=$(pg_workdir "pg$PG_MAJOR")
@@ -52,7 +54,8 @@ finish() {
 say "PostgreSQL $PG_MAJOR: building ($("$PGBIN/pg_config" --version))"
 B=$WORK/build
 copy_sources "$B"
-if make -C "$B" PG_CONFIG="$PGBIN/pg_config" >"$WORK/build.log" 2>&1; then
+COPT="-Wformat=2 -Wformat-nonliteral"
+if make -C "$B" PG_CONFIG="$PGBIN/pg_config" COPT="$COPT" >"$WORK/build.log" 2>&1; then
 	warnings=$(grep -c 'warning:' "$WORK/build.log" || true)
 	if [ "$warnings" -eq 0 ]; then
 		echo "ok: built without warnings"
@@ -63,7 +66,7 @@ if make -C "$B" PG_CONFIG="$PGBIN/pg_config" >"$WORK/build.log" 2>&1; then
 		failed=$((failed + 1))
 	fi
 	parts+=("build: $warnings warnings ($("$PGBIN/pg_config" --version | sed "s/ (.*//"))")
-	as_root make -s -C "$B" PG_CONFIG="$PGBIN/pg_config" install >/dev/null
+	as_root make -s -C "$B" PG_CONFIG="$PGBIN/pg_config" COPT="$COPT" install >/dev/null
 else
 	grep -E -B 2 -A 4 'error|Error' "$WORK/build.log" | head -n 60
 	echo "not ok: the build failed"

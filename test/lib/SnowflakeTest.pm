@@ -11,7 +11,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes ();
 
 our @EXPORT = qw(snowflake_node start_faked set_clock_offset tear_state_file id_order_lag
-  refusal set_worker pg_upgrade_ok wall_time detail_times state_mark wake_subscriptions);
+  session_ids refusal set_worker pg_upgrade_ok wall_time detail_times state_mark wake_subscriptions);
 
 my $libfaketime = (glob('/usr/lib/*/faketime/libfaketime.so.1'))[0];
 
@@ -159,6 +159,18 @@ sub id_order_lag
 		$disorder_ms = $behind if $behind > $disorder_ms;
 	}
 	return ($lag, $disorder_ms, $longest_ms);
+}
+
+# session_ids(NODE, TABLE): of the IDs sessions wrote into TABLE (session,
+# n, id: n counting each session's calls), how many there are, how many
+# repeat one before, and how many are not above their session's previous
+# one.
+sub session_ids
+{
+	my ($node, $table) = @_;
+	return split /\|/, $node->safe_psql('postgres', qq{
+		SELECT count(*), count(*) - count(DISTINCT id), count(*) FILTER (WHERE id <= prev)
+		FROM (SELECT id, lag(id) OVER (PARTITION BY session ORDER BY n) AS prev FROM $table) s});
 }
 
 # refusal(NODE, DB, SQL): what one call (snowflake_nextval() by default) in

@@ -2546,6 +2546,27 @@ sub play_history
 		last if @{ $h->{violations} } > 20;
 	}
 
+	# A forced event the node could not take at its step (it refused then,
+	# with cause: a layout it could not yet continue in, say, whose end
+	# depends on how fast the machine ran) is played again after the last
+	# step, so that every kind a history is dealt is played on a busy
+	# machine too.
+	for my $k (sort grep { !($h->{kinds}{$_} // 0) } values %at)
+	{
+		for my $try (1 .. 3)
+		{
+			last if @{ $h->{violations} } > 20;
+			say_op($h, "$k again, not played at its step (try $try)");
+			eval {
+				forced($h, $h->{node}, $k);
+				repair_if_refused($h, $h->{node});
+				1;
+			} or violation($h, "the step failed: $@");
+			$h->{ops}++;
+			last if $h->{kinds}{$k};
+		}
+	}
+
 	$node = $h->{node};
 	wake_keeper($h);
 	# no crash but the ones the history caused

@@ -153,7 +153,7 @@ is($p->safe_psql('postgres', 'SELECT snowflake_worker_id()'), '6', 'claimed, the
 insert_rows($p, 100);
 $p->wait_for_catchup($s);
 my $p_max = max_id($p);
-ok($s->wait_for_log(qr/the primary runs as worker id 6, and this standby's snowflake.worker_id is 5/),
+ok($s->wait_for_log(qr/snowflake\.worker_id of this standby, 5, is not its primary's worker id, 6/),
 	'the standby says, when it replays the change, that its worker id differs');
 is($s->safe_psql('postgres', "SELECT state || ' ' || reason FROM snowflake_status"),
 	'held_claimed worker_retired', 'and its status shows the worker id its primary gave up');

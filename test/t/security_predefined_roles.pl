@@ -277,17 +277,17 @@ for my $t (@tried)
 	ok($id > $last_id, "$r: the node generates, above every earlier ID");
 	$last_id = $id;
 
-	# the writes are refused by the extension, not by a missing privilege
+	# the writes are refused by the extension, not by a missing privilege:
+	# its SQLSTATE is PostgreSQL's (42501), and its hint names the step
 	if ($r eq 'pg_write_all_data' || $r eq 'granted')
 	{
-		my @ops = ([ update => 'update' ], [ delete => 'delete from' ], [ insert => 'insert into' ],
-			[ copy => 'insert into' ], [ merge => 'delete from' ]);
-		push @ops, [ truncate => 'truncate' ] if $r eq 'granted';
+		my @ops = qw(update delete insert copy merge);
+		push @ops, 'truncate' if $r eq 'granted';
 		for my $op (@ops)
 		{
-			like($res->{"$op->[0] text"},
-				qr/ERROR:  42501: [^\n]*\b\Q$op->[1]\E\b[^\n]*\bsnowflake_workers\n(?:.*\n)*?HINT:  [^\n]*snowflake\.snowflake_claim_worker\(\)/,
-				"$r: $op->[0] is refused as only superusers change claims, the hint naming the step");
+			like($res->{"$op text"},
+				qr/ERROR:  42501: [^\n]*\bsnowflake_workers\n(?:.*\n)*?HINT:  [^\n]*snowflake\.snowflake_claim_worker\(\)/,
+				"$r: $op is refused as only superusers change claims, the hint naming the step");
 		}
 	}
 	if ($r eq 'pg_read_all_data' && $mesh)
@@ -351,17 +351,17 @@ if ($mesh)
 	# (applying an update or a delete also reads the table: without
 	# pg_read_all_data PostgreSQL would refuse them itself)
 	my $guard = sub {
-		my ($op, $context) = @_;
-		return qr/permission denied to \Q$op\E table snowflake_workers\n(?:.*\n){2}.*CONTEXT:  $context/;
+		my ($context) = @_;
+		return qr/permission denied for table snowflake_workers\n(?:.*\n){2}.*CONTEXT:  $context/;
 	};
 	my %subs = (
-		eve_copy => [ 'p_copy', 'run_as_owner = true', $guard->('insert into', 'COPY snowflake_workers') ],
+		eve_copy => [ 'p_copy', 'run_as_owner = true', $guard->('COPY snowflake_workers') ],
 		eve_insert => [ 'p_insert', 'run_as_owner = true, copy_data = false',
-			$guard->('insert into', 'processing remote data .*"INSERT"') ],
+			$guard->('processing remote data .*"INSERT"') ],
 		eve_update => [ 'p_update', 'run_as_owner = true, copy_data = false',
-			$guard->('update', 'processing remote data .*"UPDATE"') ],
+			$guard->('processing remote data .*"UPDATE"') ],
 		eve_delete => [ 'p_delete', 'run_as_owner = true, copy_data = false',
-			$guard->('delete from', 'processing remote data .*"DELETE"') ],
+			$guard->('processing remote data .*"DELETE"') ],
 		eve_as_owner => [ 'p_insert', 'run_as_owner = false, copy_data = false',
 			qr/role "eve" cannot SET ROLE to "\Q$su\E"/ ]);
 	my $log_at = -s $node->logfile;
