@@ -228,12 +228,14 @@ def worker_change():
     wait_for('worker id 8 on every member', everywhere)
     lead = leader()
     load.wait_acks(f'by {lead} under worker id 8', 200, lambda a: worker_of(a.id) == 8)
-    # every member is the node of worker id 8, held by nothing
+    # every member is the node of worker id 8, held by nothing: the leader
+    # ready, the others standbys in recovery
     for n in NAMES:
         c = member_conn(n)
         [(state, reason)] = query(c, 'SELECT state, reason FROM snowflake.snowflake_status')
         c.close()
-        assert reason is None, f'{n}: snowflake_status says {state}/{reason}'
+        want = ('ready', None) if n == lead else ('standby', 'in_recovery')
+        assert (state, reason) == want, f'{n}: snowflake_status says {state}/{reason}'
     # a standby that had the change replayed promotes under it
     switchover(next(n for n in NAMES if n != lead))
 
@@ -271,7 +273,7 @@ def standby_cluster():
     c = member_conn('dr1')
     [(w, reason)] = query(c, "SELECT current_setting('snowflake.worker_id'), reason FROM snowflake.snowflake_status")
     c.close()
-    assert (w, reason) == ('9', None), f'the standby cluster: worker id {w}, {reason}'
+    assert (w, reason) == ('9', 'in_recovery'), f'the standby cluster: worker id {w}, {reason}'
     run(['patronictl', '-c', dr['conf'], 'edit-config', DR_SCOPE, '--force', '-s', 'standby_cluster=null'])
     wait_for('the standby cluster promoted', lambda: role() in ('master', 'primary'))
     c = member_conn('dr1')

@@ -204,6 +204,10 @@ def promote_standby():
     noted['stopped'] = stop('e')
 
 
+# the reasons snowflake_status gives for a clock behind the node's IDs
+CLOCK_REASONS = ('clock_back', 'clock_back_long', 'clock_back_far', 'ahead_of_clock', 'ahead_far')
+
+
 def restored(name, want, *args, delta=False, clock=None):
     """Restore into NAME (over what is there with --delta), start it (with
     its clock CLOCK seconds off): it holds back until confirmed with the
@@ -226,14 +230,19 @@ def restored(name, want, *args, delta=False, clock=None):
     top = max(issued)
     [(floor,)] = query(c, 'SELECT snowflake.snowflake_confirm_node(stopped_at => %s)', (noted['stopped'],))
     [(state, reason)] = query(c, 'SELECT state, reason FROM snowflake.snowflake_status')
-    assert (state, reason) == ('ready', None), f'confirmed: {state}/{reason}'
+    # confirmed, it is ready; on a clock behind the IDs it continues above,
+    # the view says what the next call will: blocked by the clock
+    if clock is None:
+        assert (state, reason) == ('ready', None), f'confirmed: {state}/{reason}'
+    else:
+        assert state == 'blocked' and reason in CLOCK_REASONS, f'confirmed, {clock} s behind: {state}/{reason}'
     assert floor >= top, f'confirmed above {floor}, below the last ID {top}'
     have = phases(name)
     assert sorted(have) == sorted(want), f'the restore holds {have}, not the phases {want}'
     if clock is not None:
         # the clock's refusal: behind the IDs the node must continue above
         got = outcome(c)
-        assert got in (('55S05', None), ('55S06', None)), f'{clock} s behind the node it replaces: {got}'
+        assert got[0] in ('55S05', '55S06') and got[1] in CLOCK_REASONS, f'{clock} s behind the node it replaces: {got}'
         query(c, 'ALTER SYSTEM SET snowflake.max_run_ahead_ms = 300000')
         query(c, 'SELECT pg_reload_conf()')
 
