@@ -13,6 +13,9 @@
 #                   STEPS, FIRST_SEED, FORCE=<kinds> to replay one
 #   make torture-mesh  the mesh's random histories on new seeds, in the chroot of
 #                   PG_MAJOR (17): SEEDS=N (10) from FIRST_SEED (1), STEPS
+#   make sanitize   the regression, isolation and TAP tests of PG_MAJOR (17) in its
+#                   chroot, the library built with -fsanitize=address,undefined;
+#                   any report fails (PROVE_TESTS picks TAP files)
 #   make && sudo make install && make installcheck   against a server of your own
 #   make po/snowflake.pot  the catalogue of the messages, for translators
 
@@ -101,7 +104,7 @@ $(OBJS): | objdir
 objdir:
 	@mkdir -p src
 
-.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture torture-mesh installcheck-requirements
+.PHONY: demo demo-stop test test-quick bench bench-quick bench-mesh deb torture torture-mesh sanitize installcheck-requirements
 
 demo:
 	PG_MAJOR=$(PG_MAJOR) bash test/demo.sh
@@ -137,6 +140,11 @@ torture:
 torture-mesh:
 	PG_MAJOR=$(if $(filter command line environment,$(origin PG_MAJOR)),$(PG_MAJOR),17) \
 		SEEDS=$(SEEDS) STEPS=$(STEPS) FIRST_SEED=$(FIRST_SEED) bash test/torture-mesh.sh
+
+# (PostgreSQL 17 unless PG_MAJOR is given; not part of make test)
+sanitize:
+	SANITIZE=1 SUITE_PARTS='regress isolation tap' \
+		bash test/chroot.sh $(if $(filter command line environment,$(origin PG_MAJOR)),$(PG_MAJOR),17)
 
 # make installcheck runs against a server of your own: say what it needs
 # before a page of diffs does

@@ -139,6 +139,10 @@ start_recommended() {
 	server_in "$dir" yes "$@"
 }
 
+# SERVER_ENV: NAME=VALUE words in the environment of the servers that
+# server_in starts (test/suite.sh's SANITIZE=1 puts the sanitizers' runtime
+# there)
+SERVER_ENV=()
 server_in() {
 	local dir=$1 preload=$2
 	shift 2
@@ -150,7 +154,8 @@ server_in() {
 		[ "$preload" = yes ] && echo "shared_preload_libraries = 'snowflake'"
 		for line in "$@"; do echo "$line"; done
 	} | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
-	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+	as_pg env ${SERVER_ENV[@]+"${SERVER_ENV[@]}"} \
+		"$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
 }
 
 stop_server() {

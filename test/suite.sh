@@ -13,7 +13,9 @@
 # to run after the build (default: all of regress isolation tap bench deb),
 # for a quicker run while working on one of them.  The build checks the
 # formats of messages (-Wformat=2 -Wformat-nonliteral: a format that is not
-# a literal is a warning).
+# a literal is a warning).  SANITIZE=1 (make sanitize) builds the extension
+# with AddressSanitizer and UndefinedBehaviorSanitizer, runs every server
+# with their runtime, and fails on any report of theirs.
 . "$(dirname "$0")/lib.sh"
 
 WORK=$(pg_workdir "pg$PG_MAJOR")
@@ -55,6 +57,41 @@ say "PostgreSQL $PG_MAJOR: building ($("$PGBIN/pg_config" --version))"
 B=$WORK/build
 copy_sources "$B"
 COPT="-Wformat=2 -Wformat-nonliteral"
+
+# SANITIZE=1: the library instrumented; the server is not, so the
+# sanitizers' runtime must be loaded before anything else in every server
+# process: LD_PRELOAD in the postmaster's environment, which its children
+# inherit.  The TAP tests start their servers through pg_ctl, pg_upgrade
+# and the mesh's script, so there it is in the environment of prove and
+# everything it runs (the runtime does nothing to a program that is not
+# instrumented but replace its malloc and check what libc is given).
+# PostgreSQL frees its memory contexts at exit, not before: no leak
+# detection.  Where a test fakes the clock, libfaketime comes before the
+# runtime (test/lib/SnowflakeTest.pm), which the runtime must be told to
+# accept.  A report ends the process (abort_on_error: the postmaster
+# sees a crash, not a session that quit); AddressSanitizer's goes to a file
+# in SAN_DIR, UndefinedBehaviorSanitizer's (gcc's is a runtime of its own,
+# which writes to stderr) to the server's log, and the run reads both at
+# its end.
+# PostgreSQL compiles with -fwrapv, under which a signed overflow is
+# defined and UBSan does not look for one: -fno-wrapv (after it) makes the
+# library's arithmetic checked as C defines it.
+SAN_ENV=()
+if [ "${SANITIZE:-}" = 1 ]; then
+	COPT="$COPT -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -fno-wrapv"
+	SAN_DIR=$WORK/sanitizer
+	mkdir -m 1777 "$SAN_DIR"
+	san_lib=$(gcc -print-file-name=libasan.so)
+	[ -e "$san_lib" ] || {
+		echo "not ok: SANITIZE=1 needs gcc's libasan.so, and there is none"
+		failed=$((failed + 1))
+		finish
+	}
+	SAN_ENV=("LD_PRELOAD=$san_lib"
+		"ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0:log_path=$SAN_DIR/asan"
+		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:abort_on_error=1")
+	SERVER_ENV=("${SAN_ENV[@]}")
+fi
 if make -C "$B" PG_CONFIG="$PGBIN/pg_config" COPT="$COPT" >"$WORK/build.log" 2>&1; then
 	warnings=$(grep -c 'warning:' "$WORK/build.log" || true)
 	if [ "$warnings" -eq 0 ]; then
@@ -96,6 +133,12 @@ regress() {
 	say "PostgreSQL $PG_MAJOR: $(basename "$driver") ($name): $*"
 	start_server "$dir" "$preload" "snowflake.worker_id = 7" "fsync = off" \
 		"max_prepared_transactions = 4"
+	# the runtime reached the server, or its silence would mean nothing
+	if [ ${#SAN_ENV[@]} -gt 0 ] &&
+		! grep -q libasan "/proc/$(head -n 1 "$dir/data/postmaster.pid")/maps"; then
+		echo "not ok: the sanitizers' runtime is not loaded in the server ($name)"
+		failed=$((failed + 1))
+	fi
 	# shellcheck disable=SC2086
 	out=$(cd "$B" && as_pg "$driver" --inputdir="$B/test" --outputdir="$WORK/$name" \
 		--bindir="$PGBIN" --host="$dir" --port=5432 --user=postgres \
@@ -152,7 +195,7 @@ if part tap; then
 	fi
 	rc=0
 	# shellcheck disable=SC2086
-	(cd "$T" && as_pg env PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
+	(cd "$T" && as_pg env ${SAN_ENV[@]+"${SAN_ENV[@]}"} PATH="$PGBIN:$PATH" PG_REGRESS="$PG_REGRESS" \
 		TESTDIR="$T" TESTDATADIR="$T/tmp_check" TESTLOGDIR="$T/tmp_check/log" \
 		PG_TEST_TIMEOUT_DEFAULT=300 SNOWFLAKE_FILE_SECONDS="$file_seconds" \
 		prove --timer -I "$PGLIB/pgxs/src/test/perl" -I "$T/lib" ${PROVE_TESTS:-t/*.pl}) \
@@ -179,6 +222,28 @@ if part tap; then
 		done < <(grep -E "^(t/[0-9a-z_]+\.pl +\(Wstat|#   Failed test '|# Looks like you|# .*replay)" "$tap_out" |
 			cut -c1-200 | head -n 12 || true)
 	fi
+fi
+
+# the sanitizers' reports: their own files, and the servers' logs (where a
+# report written before log_path took effect, or the crash it caused,
+# shows)
+if [ ${#SAN_ENV[@]} -gt 0 ]; then
+	say "PostgreSQL $PG_MAJOR: sanitizer reports"
+	san_pattern='ERROR: AddressSanitizer|runtime error:'
+	mapfile -t san_files < <(grep -rlE "$san_pattern" "$SAN_DIR" "$WORK"/tmp/snowflake-*/server.log \
+		"$B/test/tmp_check/log" 2>/dev/null | sort || true)
+	if [ ${#san_files[@]} -eq 0 ]; then
+		echo "ok: no sanitizer reports"
+		passed=$((passed + 1))
+	else
+		for f in "${san_files[@]}"; do
+			echo "--- ${SUITE_HOST_ROOT:-}$f"
+			grep -E -A 40 "$san_pattern" "$f" | head -n 80
+		done
+		echo "not ok: sanitizer reports in ${#san_files[@]} files"
+		failed=$((failed + 1))
+	fi
+	parts+=("sanitizers: ${#san_files[@]} files with reports")
 fi
 
 # 4. the benchmark's smoke run: the whole suite, shortened, on this

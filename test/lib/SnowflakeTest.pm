@@ -81,7 +81,11 @@ sub start_faked
 	  unless $libfaketime;
 	set_clock_offset($node, $offset // '+0');
 	keep_commands_real($node);
-	local $ENV{LD_PRELOAD} = $libfaketime;
+	# before whatever is preloaded already: after the sanitizers' runtime
+	# of make sanitize, libfaketime deadlocks the runtime's start-up (which
+	# make sanitize lets come second)
+	local $ENV{LD_PRELOAD} =
+	  join(':', grep { defined && $_ ne '' } $libfaketime, $ENV{LD_PRELOAD});
 	local $ENV{FAKETIME_TIMESTAMP_FILE} = clock_file($node);
 	local $ENV{FAKETIME_NO_CACHE} = '1';
 	# keep the server's own timers (checkpoints, timeouts) on real time
