@@ -3,7 +3,8 @@
 # down in the middle of a join (the join fails, takes back what it made on
 # the nodes it reaches, says what it left on the one it cannot reach and
 # how to remove it, and a retried join completes), and a slot invalidated
-# while its subscriber was down (max_slot_wal_keep_size).  Rows are
+# while its subscriber was down (max_slot_wal_keep_size); a leave and an
+# add-table that find the members' rows apart.  Rows are
 # compared whole on every node.  A mesh needs PostgreSQL 16.
 use strict;
 use warnings;
@@ -263,6 +264,42 @@ is(join(',', map { $_->safe_psql('postgres', "SELECT count(*) FROM pg_subscripti
 $other->stop;
 $nodes[1]->safe_psql('postgres', 'DELETE FROM snowflake_workers WHERE worker_id = 5');
 $_->poll_query_until('postgres', 'SELECT NOT EXISTS (SELECT FROM snowflake_workers WHERE worker_id = 5)') for @nodes;
+
+# a leave and an add-table compare every node's rows at their end: with
+# a row one member lost alone (deleted under an origin of its own, which
+# origin = none does not send), a leave is refused and taken back (the
+# node still takes writes, which reach every member), and an add-table
+# ends in exit 4 naming the table that differs
+my $row = $nodes[0]->safe_psql('postgres', 'SELECT max(id) FROM events');
+my $values = $nodes[0]->safe_psql('postgres', "SELECT format('(%s, %s, %L)', id, node, payload) FROM events WHERE id = $row");
+$nodes[1]->safe_psql('postgres', qq{
+	SELECT pg_replication_origin_create('fault_local');
+	SELECT pg_replication_origin_session_setup('fault_local');
+	DELETE FROM events WHERE id = $row});
+my $go = $nodes[-1];
+my @stay = grep { $_ != $go } @nodes;
+($rc, $out, $err) = mesh('leave', conn($go), map { conn($_) } @stay);
+is($rc, 1, 'a leave while a member lacks a row is refused') or diag("stdout: $out\nstderr: $err");
+like($err, qr/the members do not hold the same rows as worker \d+ of public\.events/, 'and names the table');
+$go->safe_psql('postgres', "INSERT INTO events (node, payload) VALUES (0, 'after the refused leave')");
+$_->poll_query_until('postgres', "SELECT count(*) = 1 FROM events WHERE payload = 'after the refused leave'")
+  for @stay;
+$_->safe_psql('postgres', 'CREATE TABLE notes (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text)')
+  for @nodes;
+($rc, $out, $err) = mesh('add-table', 'notes', map { conn($_) } @nodes);
+is($rc, 4, 'an add-table while a member lacks a row exits 4') or diag("stdout: $out\nstderr: $err");
+like($err, qr/the members hold different rows of public\.events/, 'and names the table that differs');
+like($out, qr/table public\.notes is in the mesh/, 'the table is added all the same');
+# the row written again, under that origin, on the node that lost it
+$nodes[1]->safe_psql('postgres', qq{
+	SELECT pg_replication_origin_session_setup('fault_local');
+	INSERT INTO events (id, node, payload) VALUES $values});
+$nodes[0]->safe_psql('postgres', "INSERT INTO notes (body) VALUES ('a note')");
+$_->poll_query_until('postgres', "SELECT count(*) = 1 FROM notes") for @nodes;
+status_whole('the lost row written again', @nodes);
+($rc, $out, $err) = mesh('leave', conn($go), map { conn($_) } @stay);
+is($rc, 0, 'then the leave succeeds') or diag("stdout: $out\nstderr: $err");
+@nodes = @stay;
 
 # 3. a slot invalidated while its subscriber was down: node 1 keeps at
 # most 1 MB of WAL for its slots, and node 3 is stopped while node 1
