@@ -1716,9 +1716,11 @@ COMMENT ON FUNCTION snowflake_mesh_held() IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_held() FROM PUBLIC;
 
--- the hold's trigger on the table and on each of its partitions, taking
--- the lock key1, key2; the trigger's lock waits for the writes under way
-CREATE FUNCTION snowflake_mesh_hold_on(tbl regclass, key1 integer, key2 integer)
+-- snowflake_mesh_trigger_on(TBL, NAME, FN, EVENTS, ARGS): the statement
+-- trigger NAME before EVENTS on the table and on each of its partitions,
+-- calling FN(ARGS); made with a lock that waits for the writes under way.
+-- A trigger of that name that is not FN would leave writes open.
+CREATE FUNCTION snowflake_mesh_trigger_on(tbl regclass, name text, fn regprocedure, events text, args text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -1729,18 +1731,32 @@ BEGIN
 	PERFORM @extschema@.snowflake_mesh_reader(tbl);
 	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
 	FOR part IN SELECT tbl UNION SELECT p.relid FROM pg_partition_tree(tbl) p LOOP
-		-- a trigger of that name that is not ours would leave writes unheld
-		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = 'snowflake_mesh_hold'
-				   AND t.tgfoid <> '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
-			RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_hold" of its own', part
+		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = name AND t.tgfoid <> fn) THEN
+			RAISE EXCEPTION 'table % has a trigger named "%" of its own', part, name
 				USING ERRCODE = 'duplicate_object',
 					  HINT = 'Rename that trigger on this node.';
 		END IF;
-		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_hold ON %s', part);
-		EXECUTE format('CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT OR UPDATE OR DELETE ON %s '
-					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_held(%L, %L)', part, key1, key2);
+		EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', name, part);
+		EXECUTE format('CREATE TRIGGER %I BEFORE %s ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)',
+					   name, events, part, fn::oid::regproc, args);
 	END LOOP;
 END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_trigger_on(regclass, text, regprocedure, text, text) IS
+'internal: makes the statement trigger of the hold or the fence on the table and its partitions';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_trigger_on(regclass, text, regprocedure, text, text) FROM PUBLIC;
+
+-- the hold's trigger on the table and on each of its partitions, taking
+-- the lock key1, key2; the trigger's lock waits for the writes under way
+CREATE FUNCTION snowflake_mesh_hold_on(tbl regclass, key1 integer, key2 integer)
+RETURNS void
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT @extschema@.snowflake_mesh_trigger_on(tbl, 'snowflake_mesh_hold', '@extschema@.snowflake_mesh_held()',
+		'INSERT OR UPDATE OR DELETE', format('%L, %L', key1, key2))
+$$;
 
 COMMENT ON FUNCTION snowflake_mesh_hold_on(regclass, integer, integer) IS
 'internal: the trigger that makes writes to the table and its partitions wait while the advisory lock key1, key2 is held';
@@ -1968,31 +1984,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	part regclass;
 BEGIN
 	IF why NOT IN ('join', 'leave', 'left', 'failed') THEN
 		RAISE EXCEPTION 'invalid fence "%"', why
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'A fence is for a join, a leave, a node that left, or one whose join was taken back: join, leave, left or failed.';
 	END IF;
-	PERFORM @extschema@.snowflake_mesh_reader(tbl);
-	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
-	FOR part IN SELECT tbl UNION SELECT p.relid FROM pg_partition_tree(tbl) p LOOP
-		-- a trigger of that name that is not ours would leave writes open
-		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = 'snowflake_mesh_fence'
-				   AND t.tgfoid <> '@extschema@.snowflake_mesh_fenced()'::regprocedure) THEN
-			RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_fence" of its own', part
-				USING ERRCODE = 'duplicate_object',
-					  HINT = 'Rename that trigger on this node.';
-		END IF;
-		-- the trigger's lock waits for the writes under way: once it is
-		-- made, every write that was accepted is committed
-		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_fence ON %s', part);
-		EXECUTE format('CREATE TRIGGER snowflake_mesh_fence BEFORE INSERT OR UPDATE OR DELETE%s ON %s '
-					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_fenced(%L)',
-					   CASE WHEN why IN ('join', 'leave') THEN ' OR TRUNCATE' ELSE '' END, part, why);
-	END LOOP;
+	-- once the trigger is made, every write that was accepted is committed
+	PERFORM @extschema@.snowflake_mesh_trigger_on(tbl, 'snowflake_mesh_fence', '@extschema@.snowflake_mesh_fenced()',
+		CASE WHEN why IN ('join', 'leave') THEN 'INSERT OR UPDATE OR DELETE OR TRUNCATE'
+			 ELSE 'INSERT OR UPDATE OR DELETE' END, quote_literal(why));
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_fence(regclass, text) IS
