@@ -4,7 +4,8 @@
 # the nodes it reaches, says what it left on the one it cannot reach and
 # how to remove it, and a retried join completes), and a slot invalidated
 # while its subscriber was down (max_slot_wal_keep_size); a leave and an
-# add-table that find the members' rows apart.  Rows are
+# add-table that find the members' rows apart; a join killed at its end,
+# taken back with abort.  Rows are
 # compared whole on every node.  A mesh needs PostgreSQL 16.
 use strict;
 use warnings;
@@ -14,6 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use SnowflakeTest;
+use SnowflakeMesh ();
 
 my $mesh_script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
 
@@ -300,6 +302,36 @@ status_whole('the lost row written again', @nodes);
 ($rc, $out, $err) = mesh('leave', conn($go), map { conn($_) } @stay);
 is($rc, 0, 'then the leave succeeds') or diag("stdout: $out\nstderr: $err");
 @nodes = @stay;
+
+# abort of a join killed once its claim reached the members (the join
+# stalls at its end, where it writes the new node's claim again, behind a
+# session that locks that row): the claim's delete reaches every member
+# before their subscriptions to the new node go, and the new node's
+# tables refuse writes as after a failed join
+my $stalled = node(7);
+$stalled->safe_psql('postgres', 'CREATE TABLE notes (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text)');
+my $run = SnowflakeMesh::mesh_start('join', conn($stalled), map { conn($_) } @nodes);
+ok($stalled->poll_query_until('postgres', 'SELECT count(*) = 1 FROM snowflake_workers WHERE worker_id = 7'),
+	'the join claims worker id 7 on the new node');
+my ($bout, $berr) = ('', '');
+my $blocker = IPC::Run::start([ 'psql', '-X', '-q', '-d', conn($stalled) . ' application_name=blocker', '-c',
+		'BEGIN; SELECT FROM snowflake.snowflake_workers WHERE worker_id = 7 FOR UPDATE; SELECT pg_sleep(600)' ],
+	'>', \$bout, '2>', \$berr);
+$_->poll_query_until('postgres', 'SELECT count(*) = 1 FROM snowflake_workers WHERE worker_id = 7') for @nodes;
+ok($stalled->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'}),
+	'the join waits at its end, with its claim on every member');
+kill 'KILL', -$run->{h}{KIDS}[0]{PID};
+SnowflakeMesh::mesh_finish($run);
+$stalled->safe_psql('postgres', "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocker'");
+$blocker->finish;
+($rc, $out, $err) = mesh('abort', conn($stalled), map { conn($_) } @nodes);
+is($rc, 0, 'abort takes the killed join back') or diag("stdout: $out\nstderr: $err");
+is(join(',', map { $_->safe_psql('postgres', 'SELECT count(*) FROM snowflake_workers WHERE worker_id = 7') } @nodes),
+	'0,0,0', 'no member keeps the claim of worker id 7');
+is(SnowflakeMesh::sqlstate_of($stalled, 'INSERT INTO notes (body) VALUES (\'alone\')'), 'SM002',
+	'the node taken back refuses writes');
+status_whole('the killed join taken back', @nodes);
+$stalled->stop;
 
 # 3. a slot invalidated while its subscriber was down: node 1 keeps at
 # most 1 MB of WAL for its slots, and node 3 is stopped while node 1
