@@ -984,10 +984,12 @@ COMMENT ON TABLE snowflake_mesh_changes IS
 -- helper put into it (by the row of pg_publication_rel, so that a table
 -- taken out and put back by hand is told apart), and its subscriptions,
 -- recorded by the system that made them (after pg_upgrade or on a copy
--- they are another system's and must be recorded again)
+-- they are another system's and must be recorded again); and the worker
+-- id the mesh gave this node (kind 'worker', the id in from_worker,
+-- object 0), which status compares with snowflake.worker_id
 CREATE TABLE snowflake_mesh_objects (
 	publication name NOT NULL,
-	kind text NOT NULL CHECK (kind IN ('publication', 'table', 'subscription')),
+	kind text NOT NULL CHECK (kind IN ('publication', 'table', 'subscription', 'worker')),
 	object oid NOT NULL,
 	relation oid,
 	from_worker integer,
@@ -996,7 +998,7 @@ CREATE TABLE snowflake_mesh_objects (
 );
 
 COMMENT ON TABLE snowflake_mesh_objects IS
-'the mesh''s publication, published tables and subscriptions on this node, by OID, as the helper made them';
+'the mesh''s publication, published tables and subscriptions on this node, by OID, as the helper made them, and the worker id the mesh gave it';
 
 -- only superusers write them, whatever privileges a role holds on the
 -- tables (pg_write_all_data): a row there steers the mesh's lock, its
@@ -1177,7 +1179,8 @@ DECLARE
 	n integer;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	DELETE FROM @extschema@.snowflake_mesh_objects o WHERE o.publication = snowflake_mesh_record.publication;
+	DELETE FROM @extschema@.snowflake_mesh_objects o
+	WHERE o.publication = snowflake_mesh_record.publication AND o.kind <> 'worker';
 	SELECT p.oid INTO pub FROM pg_publication p JOIN pg_roles r ON r.oid = p.pubowner
 	WHERE p.pubname = publication AND r.rolsuper;
 	IF pub IS NOT NULL THEN
@@ -2765,6 +2768,14 @@ BEGIN
 
 	RETURN QUERY SELECT 'claim', w.worker_id::text, w.system_identifier::text, NULL::text, w.worker_id, NULL::text[]
 		FROM @extschema@.snowflake_workers w ORDER BY w.worker_id;
+	-- where the worker id in force came from: the mesh's record of the id
+	-- it gave this system, or a person
+	RETURN QUERY SELECT 'worker', me::text,
+		CASE WHEN EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+						  WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'worker'
+							AND o.from_worker = me AND o.system_identifier = sys)
+			 THEN 'given by the mesh' ELSE 'set by hand' END,
+		NULL::text, me, NULL::text[];
 
 	SELECT * INTO chg FROM @extschema@.snowflake_mesh_changes x WHERE x.publication = snowflake_mesh_state.publication;
 	IF FOUND THEN
@@ -2796,7 +2807,7 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_state(name) IS
-'this node''s part of the mesh: publication, subscriptions, slots, tables, claims, changes, and the faults found here';
+'this node''s part of the mesh: publication, subscriptions, slots, tables, claims, where its worker id came from, changes, and the faults found here';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
 -- @end mesh
