@@ -324,8 +324,19 @@ kill 'KILL', -$run->{h}{KIDS}[0]{PID};
 SnowflakeMesh::mesh_finish($run);
 $stalled->safe_psql('postgres', "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocker'");
 $blocker->finish;
+# the killed helper's sessions end once they next meet their client
+SnowflakeMesh::mesh_locks_gone(@nodes, $stalled);
+# the members write meanwhile, and the new node applies their rows
+my @during = map {
+	my $n = $_;
+	my ($o, $e) = ('', '');
+	IPC::Run::start([ 'psql', '-X', '-q', '-d', conn($n), '-c',
+		"DO \$\$ BEGIN FOR i IN 1 .. 200 LOOP INSERT INTO events (node, payload) VALUES (0, 'during abort'); COMMIT; PERFORM pg_sleep(0.01); END LOOP; END \$\$" ],
+		'>', \$o, '2>', \$e)
+} @nodes[ 0, 1 ];
 ($rc, $out, $err) = mesh('abort', conn($stalled), map { conn($_) } @nodes);
-is($rc, 0, 'abort takes the killed join back') or diag("stdout: $out\nstderr: $err");
+is($rc, 0, 'abort takes the killed join back, the members writing') or diag("stdout: $out\nstderr: $err");
+ok($_->finish, 'the writes during the abort committed') for @during;
 is(join(',', map { $_->safe_psql('postgres', 'SELECT count(*) FROM snowflake_workers WHERE worker_id = 7') } @nodes),
 	'0,0,0', 'no member keeps the claim of worker id 7');
 is(SnowflakeMesh::sqlstate_of($stalled, 'INSERT INTO notes (body) VALUES (\'alone\')'), 'SM002',

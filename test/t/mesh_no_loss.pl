@@ -158,7 +158,7 @@ whole('worker 3 joined again', @n[ 0 .. 2 ]);
 # the copy (a trigger); worker 2 updates that row every 40 ms.
 SKIP:
 {
-	skip 'PostgreSQL counts missing rows from 18 on', 9 unless $counts;
+	skip 'PostgreSQL counts missing rows from 18 on', 10 unless $counts;
 	my $new = $n[3];
 	my $k = $n[1]->safe_psql('postgres', 'SELECT min(k) FROM events WHERE k < 1000');
 	$new->safe_psql('postgres', qq{
@@ -181,6 +181,7 @@ SKIP:
 		'the new node refuses writes once the join is taken back');
 	my (undef, $wrote, $refused) = writers_stop($hot, $own);
 	ok($refused->{4} > 0, "and its writer was refused ($refused->{4} times)");
+	is($wrote->{4} // 0, 0, 'it accepted no write, during the join or after');
 	isnt($rc, 0, '18+: a join whose new node met a change to a row it lacks fails');
 	like($err, qr/worker 4 missed changes: \d+ update_missing or delete_missing conflicts/, 'and says why')
 	  or diag($err);
