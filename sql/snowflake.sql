@@ -984,10 +984,12 @@ COMMENT ON TABLE snowflake_mesh_changes IS
 -- helper put into it (by the row of pg_publication_rel, so that a table
 -- taken out and put back by hand is told apart), and its subscriptions,
 -- recorded by the system that made them (after pg_upgrade or on a copy
--- they are another system's and must be recorded again)
+-- they are another system's and must be recorded again); and the worker
+-- id the mesh gave this node (kind 'worker', the id in from_worker,
+-- object 0), which status compares with snowflake.worker_id
 CREATE TABLE snowflake_mesh_objects (
 	publication name NOT NULL,
-	kind text NOT NULL CHECK (kind IN ('publication', 'table', 'subscription')),
+	kind text NOT NULL CHECK (kind IN ('publication', 'table', 'subscription', 'worker')),
 	object oid NOT NULL,
 	relation oid,
 	from_worker integer,
@@ -996,7 +998,7 @@ CREATE TABLE snowflake_mesh_objects (
 );
 
 COMMENT ON TABLE snowflake_mesh_objects IS
-'the mesh''s publication, published tables and subscriptions on this node, by OID, as the helper made them';
+'the mesh''s publication, published tables and subscriptions on this node, by OID, as the helper made them, and the worker id the mesh gave it';
 
 -- only superusers write them, whatever privileges a role holds on the
 -- tables (pg_write_all_data): a row there steers the mesh's lock, its
@@ -1177,7 +1179,8 @@ DECLARE
 	n integer;
 BEGIN
 	PERFORM @extschema@.snowflake_mesh_node(publication);
-	DELETE FROM @extschema@.snowflake_mesh_objects o WHERE o.publication = snowflake_mesh_record.publication;
+	DELETE FROM @extschema@.snowflake_mesh_objects o
+	WHERE o.publication = snowflake_mesh_record.publication AND o.kind <> 'worker';
 	SELECT p.oid INTO pub FROM pg_publication p JOIN pg_roles r ON r.oid = p.pubowner
 	WHERE p.pubname = publication AND r.rolsuper;
 	IF pub IS NOT NULL THEN
@@ -1716,9 +1719,11 @@ COMMENT ON FUNCTION snowflake_mesh_held() IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_held() FROM PUBLIC;
 
--- the hold's trigger on the table and on each of its partitions, taking
--- the lock key1, key2; the trigger's lock waits for the writes under way
-CREATE FUNCTION snowflake_mesh_hold_on(tbl regclass, key1 integer, key2 integer)
+-- snowflake_mesh_trigger_on(TBL, NAME, FN, EVENTS, ARGS): the statement
+-- trigger NAME before EVENTS on the table and on each of its partitions,
+-- calling FN(ARGS); made with a lock that waits for the writes under way.
+-- A trigger of that name that is not FN would leave writes open.
+CREATE FUNCTION snowflake_mesh_trigger_on(tbl regclass, name text, fn regprocedure, events text, args text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -1729,18 +1734,32 @@ BEGIN
 	PERFORM @extschema@.snowflake_mesh_reader(tbl);
 	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
 	FOR part IN SELECT tbl UNION SELECT p.relid FROM pg_partition_tree(tbl) p LOOP
-		-- a trigger of that name that is not ours would leave writes unheld
-		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = 'snowflake_mesh_hold'
-				   AND t.tgfoid <> '@extschema@.snowflake_mesh_held()'::regprocedure) THEN
-			RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_hold" of its own', part
+		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = name AND t.tgfoid <> fn) THEN
+			RAISE EXCEPTION 'table % has a trigger named "%" of its own', part, name
 				USING ERRCODE = 'duplicate_object',
 					  HINT = 'Rename that trigger on this node.';
 		END IF;
-		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_hold ON %s', part);
-		EXECUTE format('CREATE TRIGGER snowflake_mesh_hold BEFORE INSERT OR UPDATE OR DELETE ON %s '
-					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_held(%L, %L)', part, key1, key2);
+		EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', name, part);
+		EXECUTE format('CREATE TRIGGER %I BEFORE %s ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s(%s)',
+					   name, events, part, fn::oid::regproc, args);
 	END LOOP;
 END $$;
+
+COMMENT ON FUNCTION snowflake_mesh_trigger_on(regclass, text, regprocedure, text, text) IS
+'internal: makes the statement trigger of the hold or the fence on the table and its partitions';
+
+REVOKE ALL ON FUNCTION snowflake_mesh_trigger_on(regclass, text, regprocedure, text, text) FROM PUBLIC;
+
+-- the hold's trigger on the table and on each of its partitions, taking
+-- the lock key1, key2; the trigger's lock waits for the writes under way
+CREATE FUNCTION snowflake_mesh_hold_on(tbl regclass, key1 integer, key2 integer)
+RETURNS void
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT @extschema@.snowflake_mesh_trigger_on(tbl, 'snowflake_mesh_hold', '@extschema@.snowflake_mesh_held()',
+		'INSERT OR UPDATE OR DELETE', format('%L, %L', key1, key2))
+$$;
 
 COMMENT ON FUNCTION snowflake_mesh_hold_on(regclass, integer, integer) IS
 'internal: the trigger that makes writes to the table and its partitions wait while the advisory lock key1, key2 is held';
@@ -1968,31 +1987,16 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-	part regclass;
 BEGIN
 	IF why NOT IN ('join', 'leave', 'left', 'failed') THEN
 		RAISE EXCEPTION 'invalid fence "%"', why
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'A fence is for a join, a leave, a node that left, or one whose join was taken back: join, leave, left or failed.';
 	END IF;
-	PERFORM @extschema@.snowflake_mesh_reader(tbl);
-	-- (pg_partition_tree() lists nothing for a table that is not partitioned)
-	FOR part IN SELECT tbl UNION SELECT p.relid FROM pg_partition_tree(tbl) p LOOP
-		-- a trigger of that name that is not ours would leave writes open
-		IF EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = part AND t.tgname = 'snowflake_mesh_fence'
-				   AND t.tgfoid <> '@extschema@.snowflake_mesh_fenced()'::regprocedure) THEN
-			RAISE EXCEPTION 'table % has a trigger named "snowflake_mesh_fence" of its own', part
-				USING ERRCODE = 'duplicate_object',
-					  HINT = 'Rename that trigger on this node.';
-		END IF;
-		-- the trigger's lock waits for the writes under way: once it is
-		-- made, every write that was accepted is committed
-		EXECUTE format('DROP TRIGGER IF EXISTS snowflake_mesh_fence ON %s', part);
-		EXECUTE format('CREATE TRIGGER snowflake_mesh_fence BEFORE INSERT OR UPDATE OR DELETE%s ON %s '
-					   'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_mesh_fenced(%L)',
-					   CASE WHEN why IN ('join', 'leave') THEN ' OR TRUNCATE' ELSE '' END, part, why);
-	END LOOP;
+	-- once the trigger is made, every write that was accepted is committed
+	PERFORM @extschema@.snowflake_mesh_trigger_on(tbl, 'snowflake_mesh_fence', '@extschema@.snowflake_mesh_fenced()',
+		CASE WHEN why IN ('join', 'leave') THEN 'INSERT OR UPDATE OR DELETE OR TRUNCATE'
+			 ELSE 'INSERT OR UPDATE OR DELETE' END, quote_literal(why));
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_fence(regclass, text) IS
@@ -2764,6 +2768,14 @@ BEGIN
 
 	RETURN QUERY SELECT 'claim', w.worker_id::text, w.system_identifier::text, NULL::text, w.worker_id, NULL::text[]
 		FROM @extschema@.snowflake_workers w ORDER BY w.worker_id;
+	-- where the worker id in force came from: the mesh's record of the id
+	-- it gave this system, or a person
+	RETURN QUERY SELECT 'worker', me::text,
+		CASE WHEN EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+						  WHERE o.publication = snowflake_mesh_state.publication AND o.kind = 'worker'
+							AND o.from_worker = me AND o.system_identifier = sys)
+			 THEN 'given by the mesh' ELSE 'set by hand' END,
+		NULL::text, me, NULL::text[];
 
 	SELECT * INTO chg FROM @extschema@.snowflake_mesh_changes x WHERE x.publication = snowflake_mesh_state.publication;
 	IF FOUND THEN
@@ -2795,7 +2807,7 @@ BEGIN
 END $$;
 
 COMMENT ON FUNCTION snowflake_mesh_state(name) IS
-'this node''s part of the mesh: publication, subscriptions, slots, tables, claims, changes, and the faults found here';
+'this node''s part of the mesh: publication, subscriptions, slots, tables, claims, where its worker id came from, changes, and the faults found here';
 
 REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
 -- @end mesh

@@ -139,7 +139,7 @@ sub content
 
 # rows_apart(A, B, TABLE): how many rows one node has that the other has
 # not, compared whole: (only on A, only on B, the same key with other
-# values)
+# values); the key is id (worker_id in snowflake_workers)
 sub rows_apart
 {
 	my ($a, $b, $t) = @_;
@@ -147,7 +147,7 @@ sub rows_apart
 	for my $side ([ $a, 0 ], [ $b, 1 ])
 	{
 		for my $line (split /\n/, $side->[0]->safe_psql('postgres', $pinned
-			. "SELECT (r).id || ' ' || to_jsonb(r)::text FROM (SELECT r FROM $t r) s"))
+			. "SELECT coalesce(to_jsonb(r) ->> 'id', to_jsonb(r) ->> 'worker_id') || ' ' || to_jsonb(r)::text FROM $t r"))
 		{
 			my ($id, $text) = split / /, $line, 2;
 			$rows{$id}[ $side->[1] ] = $text;

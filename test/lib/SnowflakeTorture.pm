@@ -1203,6 +1203,9 @@ sub reload_settings
 	{
 		write_settings($h, $sb);
 		$sb->reload;
+		# a worker id rejected at its start is fixed by a reload of a good
+		# one, as README says (a good one is never replaced by a bad one)
+		$sb->{torture_worker_bad} = 0 unless $h->{model}{worker_bad};
 	}
 	# the keeper takes the worker id a moment later
 	select(undef, undef, undef, 0.3) if $what eq 'worker';

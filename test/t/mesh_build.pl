@@ -15,6 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use SnowflakeTest;
+use SnowflakeMesh ();
 
 my $mesh_script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
 my $schema = q{
@@ -375,6 +376,10 @@ is(join(',', map { $_->safe_psql('postgres',
 	'0,0,0', 'and with them its slots on the members');
 is($nodes[0]->safe_psql('postgres', 'SELECT bool_and(subenabled) FROM pg_subscription'), 't',
 	'the source applies the others\' rows again');
+# its copy had begun: its tables refuse writes, which would mix with the
+# mesh's rows, but let TRUNCATE empty them
+is(SnowflakeMesh::sqlstate_of($odd, "INSERT INTO notes VALUES (1, 'alone')"), 'SM002', 'the new node refuses writes');
+is(SnowflakeMesh::sqlstate_of($odd, 'TRUNCATE events, notes'), '', 'but may be emptied');
 $odd->stop;
 
 # 3. node 4 joins while nodes 1-3 write; then node 3 stops writing and

@@ -3,7 +3,9 @@
 # down in the middle of a join (the join fails, takes back what it made on
 # the nodes it reaches, says what it left on the one it cannot reach and
 # how to remove it, and a retried join completes), and a slot invalidated
-# while its subscriber was down (max_slot_wal_keep_size).  Rows are
+# while its subscriber was down (max_slot_wal_keep_size); a leave and an
+# add-table that find the members' rows apart; a join killed at its end,
+# taken back with abort.  Rows are
 # compared whole on every node.  A mesh needs PostgreSQL 16.
 use strict;
 use warnings;
@@ -13,6 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 use SnowflakeTest;
+use SnowflakeMesh ();
 
 my $mesh_script = "$FindBin::RealBin/../../scripts/snowflake-mesh";
 
@@ -263,6 +266,83 @@ is(join(',', map { $_->safe_psql('postgres', "SELECT count(*) FROM pg_subscripti
 $other->stop;
 $nodes[1]->safe_psql('postgres', 'DELETE FROM snowflake_workers WHERE worker_id = 5');
 $_->poll_query_until('postgres', 'SELECT NOT EXISTS (SELECT FROM snowflake_workers WHERE worker_id = 5)') for @nodes;
+
+# a leave and an add-table compare every node's rows at their end: with
+# a row one member lost alone (deleted under an origin of its own, which
+# origin = none does not send), a leave is refused and taken back (the
+# node still takes writes, which reach every member), and an add-table
+# ends in exit 4 naming the table that differs
+my $row = $nodes[0]->safe_psql('postgres', 'SELECT max(id) FROM events');
+my $values = $nodes[0]->safe_psql('postgres', "SELECT format('(%s, %s, %L)', id, node, payload) FROM events WHERE id = $row");
+$nodes[1]->safe_psql('postgres', qq{
+	SELECT pg_replication_origin_create('fault_local');
+	SELECT pg_replication_origin_session_setup('fault_local');
+	DELETE FROM events WHERE id = $row});
+my $go = $nodes[-1];
+my @stay = grep { $_ != $go } @nodes;
+($rc, $out, $err) = mesh('leave', conn($go), map { conn($_) } @stay);
+is($rc, 1, 'a leave while a member lacks a row is refused') or diag("stdout: $out\nstderr: $err");
+like($err, qr/the members do not hold the same rows as worker \d+ of public\.events/, 'and names the table');
+$go->safe_psql('postgres', "INSERT INTO events (node, payload) VALUES (0, 'after the refused leave')");
+$_->poll_query_until('postgres', "SELECT count(*) = 1 FROM events WHERE payload = 'after the refused leave'")
+  for @stay;
+$_->safe_psql('postgres', 'CREATE TABLE notes (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text)')
+  for @nodes;
+($rc, $out, $err) = mesh('add-table', 'notes', map { conn($_) } @nodes);
+is($rc, 4, 'an add-table while a member lacks a row exits 4') or diag("stdout: $out\nstderr: $err");
+like($err, qr/the members hold different rows of public\.events/, 'and names the table that differs');
+like($out, qr/table public\.notes is in the mesh/, 'the table is added all the same');
+# the row written again, under that origin, on the node that lost it
+$nodes[1]->safe_psql('postgres', qq{
+	SELECT pg_replication_origin_session_setup('fault_local');
+	INSERT INTO events (id, node, payload) VALUES $values});
+$nodes[0]->safe_psql('postgres', "INSERT INTO notes (body) VALUES ('a note')");
+$_->poll_query_until('postgres', "SELECT count(*) = 1 FROM notes") for @nodes;
+status_whole('the lost row written again', @nodes);
+($rc, $out, $err) = mesh('leave', conn($go), map { conn($_) } @stay);
+is($rc, 0, 'then the leave succeeds') or diag("stdout: $out\nstderr: $err");
+@nodes = @stay;
+
+# abort of a join killed once its claim reached the members (the join
+# stalls at its end, where it writes the new node's claim again, behind a
+# session that locks that row): the claim's delete reaches every member
+# before their subscriptions to the new node go, and the new node's
+# tables refuse writes as after a failed join
+my $stalled = node(7);
+$stalled->safe_psql('postgres', 'CREATE TABLE notes (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), body text)');
+my $run = SnowflakeMesh::mesh_start('join', conn($stalled), map { conn($_) } @nodes);
+ok($stalled->poll_query_until('postgres', 'SELECT count(*) = 1 FROM snowflake_workers WHERE worker_id = 7'),
+	'the join claims worker id 7 on the new node');
+my ($bout, $berr) = ('', '');
+my $blocker = IPC::Run::start([ 'psql', '-X', '-q', '-d', conn($stalled) . ' application_name=blocker', '-c',
+		'BEGIN; SELECT FROM snowflake.snowflake_workers WHERE worker_id = 7 FOR UPDATE; SELECT pg_sleep(600)' ],
+	'>', \$bout, '2>', \$berr);
+$_->poll_query_until('postgres', 'SELECT count(*) = 1 FROM snowflake_workers WHERE worker_id = 7') for @nodes;
+ok($stalled->poll_query_until('postgres', q{SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'}),
+	'the join waits at its end, with its claim on every member');
+kill 'KILL', -$run->{h}{KIDS}[0]{PID};
+SnowflakeMesh::mesh_finish($run);
+$stalled->safe_psql('postgres', "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocker'");
+$blocker->finish;
+# the killed helper's sessions end once they next meet their client
+SnowflakeMesh::mesh_locks_gone(@nodes, $stalled);
+# the members write meanwhile, and the new node applies their rows
+my @during = map {
+	my $n = $_;
+	my ($o, $e) = ('', '');
+	IPC::Run::start([ 'psql', '-X', '-q', '-d', conn($n), '-c',
+		"DO \$\$ BEGIN FOR i IN 1 .. 200 LOOP INSERT INTO events (node, payload) VALUES (0, 'during abort'); COMMIT; PERFORM pg_sleep(0.01); END LOOP; END \$\$" ],
+		'>', \$o, '2>', \$e)
+} @nodes[ 0, 1 ];
+($rc, $out, $err) = mesh('abort', conn($stalled), map { conn($_) } @nodes);
+is($rc, 0, 'abort takes the killed join back, the members writing') or diag("stdout: $out\nstderr: $err");
+ok($_->finish, 'the writes during the abort committed') for @during;
+is(join(',', map { $_->safe_psql('postgres', 'SELECT count(*) FROM snowflake_workers WHERE worker_id = 7') } @nodes),
+	'0,0,0', 'no member keeps the claim of worker id 7');
+is(SnowflakeMesh::sqlstate_of($stalled, 'INSERT INTO notes (body) VALUES (\'alone\')'), 'SM002',
+	'the node taken back refuses writes');
+status_whole('the killed join taken back', @nodes);
+$stalled->stop;
 
 # 3. a slot invalidated while its subscriber was down: node 1 keeps at
 # most 1 MB of WAL for its slots, and node 3 is stopped while node 1

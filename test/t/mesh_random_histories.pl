@@ -271,6 +271,16 @@ while (++$step <= $steps && time - $started < $budget)
 				check('abort takes the unfinished join back', $arc == 0, $aerr);
 				check('the node taken back subscribes to nobody',
 					$new->safe_psql('postgres', 'SELECT count(*) FROM pg_subscription') eq '0');
+				check('and refuses writes',
+					sqlstate_of($new, 'INSERT INTO events (node) VALUES (0)') eq 'SM002')
+				  if $arc == 0;
+				# the claim the join made reached no member, or was taken
+				# back from each (one that was a member before keeps its own)
+				my $sys = $new->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+				check('no member keeps the claim of the join taken back',
+					!grep { $_->safe_psql('postgres', 'SELECT count(*) FROM snowflake_workers WHERE worker_id = '
+							  . wid($new) . " AND system_identifier = $sys") ne '0' } @m)
+				  unless $was{ wid($new) };
 				empty_spare($new);
 			}
 		}
