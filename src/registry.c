@@ -1,0 +1,302 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry.c
+ *	  The node's side of the worker id registry: an ordinary PostgreSQL
+ *	  database, named by snowflake.registry, that leases worker ids to the
+ *	  servers of a fleet (its side is the section "registry" of
+ *	  sql/snowflake.sql).  With snowflake.worker_id unset, the keeper
+ *	  leases one for this node's system identifier, keeps it in the node's
+ *	  record (so that restarts need no registry, and standbys inherit it
+ *	  through WAL), continues above the floor its last holder reached, and
+ *	  then lets identity.c apply and publish it as the worker id in force.
+ *
+ * Only the keeper talks to the registry, through libpq's asynchronous
+ * connection, waiting on its latch and the socket, so that it stays
+ * interruptible and a registry that does not answer costs a bounded time.
+ * A node that holds a lease never asks again; one without refuses
+ * (no_lease, node.c) and the keeper tries again with a growing pause.
+ *
+ * This file uses node.c, identity.c and mark.c; the keeper calls it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "compat.h"
+#include "identity.h"
+#include "layout.h"
+#include "mark.h"
+#include "messages.h"
+#include "node.h"
+#include "registry.h"
+#include "settings.h"
+
+/* how long one lease may take, its connection included */
+#define LEASE_TIMEOUT_MS	10000
+/* after a failure the keeper tries again after 1 s, doubling up to 30 s */
+#define RETRY_FIRST_MS		1000
+#define RETRY_MOST_MS		30000
+
+static uint32 wait_event_registry = 0;
+
+/*
+ * The setting as libpq takes it: a connection string (keywords or a URI),
+ * or else a service name.
+ */
+static const char *
+registry_conninfo(void)
+{
+	if (strchr(snowflake_registry, '=') != NULL ||
+		strncmp(snowflake_registry, "postgres://", 11) == 0 ||
+		strncmp(snowflake_registry, "postgresql://", 13) == 0)
+		return snowflake_registry;
+	return psprintf("service='%s'", snowflake_registry);
+}
+
+/*
+ * The registry as messages name it: what says where it is and who the node
+ * connects as, never a password or anything else the setting holds.
+ */
+const char *
+registry_display(void)
+{
+	static const char *const shown[] = {"service", "host", "hostaddr", "port", "dbname", "user"};
+	PQconninfoOption *opts;
+	StringInfoData s;
+
+	if (!settings_registry_named())
+		return "";
+	opts = PQconninfoParse(registry_conninfo(), NULL);
+	if (opts == NULL)
+		return "(a connection string libpq cannot parse)";
+	initStringInfo(&s);
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		for (int i = 0; i < (int) lengthof(shown); i++)
+			if (o->val != NULL && o->val[0] != '\0' && strcmp(o->keyword, shown[i]) == 0)
+				appendStringInfo(&s, "%s%s=%s", s.len > 0 ? " " : "", o->keyword, o->val);
+	PQconninfoFree(opts);
+	return s.data;
+}
+
+/*
+ * Wait until the socket is ready for io, or the deadline; false at the
+ * deadline.  Interrupts are served meanwhile: a shutdown ends the keeper
+ * here too.
+ */
+static bool
+wait_socket(PGconn *conn, int io, TimestampTz deadline)
+{
+	for (;;)
+	{
+		long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		int			rc;
+
+		if (ms <= 0)
+			return false;
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT | io,
+							   PQsocket(conn), ms,
+							   compat_wait_event("SnowflakeRegistry", &wait_event_registry));
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (rc & io)
+			return true;
+	}
+}
+
+/* libpq's words for what failed, on one line */
+static void
+libpq_error(PGconn *conn, char *err, size_t len)
+{
+	strlcpy(err, PQerrorMessage(conn), len);
+	for (char *p = err; *p; p++)
+		if (*p == '\n')
+			*p = (p[1] == '\0') ? '\0' : ' ';
+}
+
+/*
+ * Ask the registry for this node's lease: the worker id and the floor its
+ * last holder reached.  false with libpq's (or the registry's) words in
+ * err if it could not.
+ */
+static bool
+lease(int *worker, int64 *floor, char *err, size_t len)
+{
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *vals[] = {registry_conninfo(), "snowflake keeper", NULL};
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LEASE_TIMEOUT_MS);
+	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+	const char *params[3];
+	const char *name = GetConfigOption("cluster_name", true, false);
+	PGconn	   *conn;
+	PGresult   *res;
+	bool		ok = false;
+
+	conn = PQconnectStartParams(keys, vals, true);
+	if (conn == NULL)
+	{
+		strlcpy(err, "out of memory", len);
+		return false;
+	}
+	while (PQstatus(conn) != CONNECTION_BAD &&
+		   st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED)
+	{
+		if (!wait_socket(conn, st == PGRES_POLLING_READING ?
+						 WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE, deadline))
+		{
+			snprintf(err, len, "no connection within %d ms", LEASE_TIMEOUT_MS);
+			goto done;
+		}
+		st = PQconnectPoll(conn);
+	}
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		libpq_error(conn, err, len);
+		goto done;
+	}
+
+	params[0] = psprintf(UINT64_FORMAT, identity_system());
+	params[1] = name != NULL ? name : "";
+	params[2] = psprintf("%lld", (long long) layout_max_worker(snowflake_layout));
+	if (!PQsendQueryParams(conn,
+						   "SELECT worker_id, floor FROM snowflake.snowflake_registry_lease($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.int4)",
+						   3, NULL, params, NULL, NULL, 0))
+	{
+		libpq_error(conn, err, len);
+		goto done;
+	}
+	while (PQisBusy(conn))
+	{
+		if (!wait_socket(conn, WL_SOCKET_READABLE, deadline))
+		{
+			snprintf(err, len, "no answer within %d ms", LEASE_TIMEOUT_MS);
+			goto done;
+		}
+		if (!PQconsumeInput(conn))
+		{
+			libpq_error(conn, err, len);
+			goto done;
+		}
+	}
+	res = PQgetResult(conn);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		libpq_error(conn, err, len);
+	else if (PQntuples(res) != 1 || PQnfields(res) != 2 ||
+			 PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1))
+		strlcpy(err, "snowflake_registry_lease() returned no lease", len);
+	else
+	{
+		*worker = pg_strtoint32(PQgetvalue(res, 0, 0));
+		*floor = pg_strtoint64(PQgetvalue(res, 0, 1));
+		ok = true;
+	}
+	PQclear(res);
+
+done:
+	PQfinish(conn);
+	return ok;
+}
+
+/* Make the lease the node's: in its record, durable, above its floor. */
+static void
+record_lease(int worker, int64 floor)
+{
+	NodeRecord	next;
+
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	next = node_shared->rec;
+	next.leased = worker + 1;
+	if (floor > 0)
+	{
+		/* as a confirmation's floor: logged, so standbys continue above it */
+		int64		last = mark_repair_locked(floor, false, true, &next);
+
+		mark_repair_save(&next, true, last, false);
+	}
+	else if (!node_save(&next, SAVE_BOTH, LOG))
+	{
+		strlcpy(node_shared->registry_error,
+				"the lease could not be written to the node's record", sizeof(node_shared->registry_error));
+		LWLockRelease(node_shared->lock);
+		return;
+	}
+	node_shared->registry_error[0] = '\0';
+	identity_log_record(&node_shared->rec);
+	LWLockRelease(node_shared->lock);
+	ereport(LOG,
+			(errmsg("snowflake leased worker id %d from registry \"%s\"",
+					worker, registry_display()),
+			 errdetail("New IDs continue above %lld, the floor its last holder reached.",
+					   (long long) floor)));
+	/* apply and publish it, as a reload of the worker id is */
+	identity_keep(false);
+}
+
+/*
+ * The keeper's round: lease a worker id if the node wants one and has none
+ * (a registry named, no worker id set by hand, a record it can read and
+ * write, recovery's floor applied), at most once per pause.
+ */
+void
+registry_keep(void)
+{
+	static TimestampTz next_try = 0;
+	static int	gap = RETRY_FIRST_MS;
+	bool		wanted;
+	int			worker = 0;
+	int64		floor = 0;
+	char		err[sizeof(node_shared->registry_error)];
+	const SnowflakeLayout *l = snowflake_layout;
+
+	if (!settings_registry_named() || node_found(CHECK_CONFIG) != REASON_NONE)
+		return;
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	wanted = (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
+		node_shared->rec.leased == 0 &&
+		node_found(CHECK_FILE) == REASON_NONE &&
+		node_found(CHECK_MARK) == REASON_NONE &&
+		node_found(CHECK_FLOOR) == REASON_NONE;
+	LWLockRelease(node_shared->lock);
+	if (!wanted || GetCurrentTimestamp() < next_try)
+		return;
+
+	if (lease(&worker, &floor, err, sizeof(err)))
+	{
+		/* a lease this layout cannot carry is none */
+		if (worker < 0 || worker > layout_max_worker(l))
+			snprintf(err, sizeof(err),
+					 "the registry leased worker id %d, and the largest of layout \"%s\" is %lld",
+					 worker, l->name, (long long) layout_max_worker(l));
+		else if (floor < 0 || floor >= layout_max_id(l))
+			snprintf(err, sizeof(err),
+					 "the registry gave floor %lld, outside layout \"%s\"",
+					 (long long) floor, l->name);
+		else
+		{
+			gap = RETRY_FIRST_MS;
+			record_lease(worker, floor);
+			return;
+		}
+	}
+	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+	strlcpy(node_shared->registry_error, err, sizeof(node_shared->registry_error));
+	LWLockRelease(node_shared->lock);
+	ereport(LOG,
+			(errmsg("snowflake could not lease a worker id from registry \"%s\"",
+					registry_display()),
+			 errdetail_internal("%s", err),
+			 errhint("The keeper tries again in %d ms.", gap)));
+	next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
+	gap = Min(gap * 2, RETRY_MOST_MS);
+}
