@@ -234,13 +234,6 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_status() IS
 'state and counters of this node''s generator since the server started';
-
-CREATE VIEW snowflake_status AS SELECT * FROM snowflake_status();
-
-COMMENT ON VIEW snowflake_status IS
-'state and counters of this node''s generator since the server started';
-
-GRANT SELECT ON snowflake_status TO PUBLIC;
 -- @end status
 
 -- The node's worker id in force: the one its IDs carry.  It follows
@@ -2861,11 +2854,9 @@ COMMENT ON FUNCTION snowflake_registry_guard() IS
 
 REVOKE ALL ON FUNCTION snowflake_registry_guard() FROM PUBLIC;
 
+-- (TRUNCATE needs its own privilege, which no predefined role grants)
 CREATE TRIGGER snowflake_registry_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_registry
 FOR EACH ROW EXECUTE FUNCTION snowflake_registry_guard();
-
-CREATE TRIGGER snowflake_registry_guard_truncate BEFORE TRUNCATE ON snowflake_registry
-FOR EACH STATEMENT EXECUTE FUNCTION snowflake_registry_guard();
 
 -- The lease of a system: its live lease if it has one (a restart, a crash,
 -- a standby promoted after its primary leased: the same worker id), else
@@ -2962,6 +2953,29 @@ COMMENT ON FUNCTION snowflake_registry_release(integer, bigint) IS
 
 REVOKE ALL ON FUNCTION snowflake_registry_release(integer, bigint) FROM PUBLIC;
 -- @end registry
+
+-- @begin status_view
+-- The function's row, with a worker id that snowflake-mesh set in the
+-- configuration shown as the mesh's: the mesh records the id it gave in
+-- snowflake_mesh_objects (kind 'worker'), and an id changed by hand
+-- afterwards reads as configured.  After the mesh's table, which it reads
+-- with the view owner's rights.
+CREATE VIEW snowflake_status AS
+SELECT s.state, s.reason, s.worker_id, s.layout, s.last_id, s.last_id_time,
+	s.ids_issued, s.waits, s.clock_back_events, s.clock_back_max_ms,
+	s.run_ahead_ids, s.run_ahead_ms, s.refused, s.high_water_mark,
+	s.high_water_mark_time, s.started_at,
+	CASE WHEN s.worker_id_source = 'configured' AND
+			  EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+					  WHERE o.kind = 'worker' AND o.from_worker = s.worker_id)
+		 THEN 'mesh' ELSE s.worker_id_source END AS worker_id_source
+FROM @extschema@.snowflake_status() s;
+
+COMMENT ON VIEW snowflake_status IS
+'state and counters of this node''s generator since the server started, and where its worker id came from';
+
+GRANT SELECT ON snowflake_status TO PUBLIC;
+-- @end status_view
 
 -- @begin schema_check
 --

@@ -26,6 +26,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -46,6 +47,12 @@
 #define RETRY_MOST_MS		30000
 
 static uint32 wait_event_registry = 0;
+
+/* when the keeper tries again, and the pause after a failure then */
+static TimestampTz next_try = 0;
+static int	gap = RETRY_FIRST_MS;
+
+static void try_lease(void);
 
 /*
  * The setting as libpq takes it: a connection string (keywords or a URI),
@@ -251,13 +258,9 @@ record_lease(int worker, int64 floor)
 void
 registry_keep(void)
 {
-	static TimestampTz next_try = 0;
-	static int	gap = RETRY_FIRST_MS;
+	static MemoryContext cxt = NULL;
+	MemoryContext old;
 	bool		wanted;
-	int			worker = 0;
-	int64		floor = 0;
-	char		err[sizeof(node_shared->registry_error)];
-	const SnowflakeLayout *l = snowflake_layout;
 
 	if (!settings_registry_named() || node_found(CHECK_CONFIG) != REASON_NONE)
 		return;
@@ -270,6 +273,25 @@ registry_keep(void)
 	LWLockRelease(node_shared->lock);
 	if (!wanted || GetCurrentTimestamp() < next_try)
 		return;
+
+	/* what a try allocates is freed after it: the registry may be down for days */
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "snowflake registry",
+									ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	try_lease();
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(cxt);
+}
+
+/* One try: lease, and record the lease or why there is none. */
+static void
+try_lease(void)
+{
+	int			worker = 0;
+	int64		floor = 0;
+	char		err[sizeof(node_shared->registry_error)];
+	const SnowflakeLayout *l = snowflake_layout;
 
 	if (lease(&worker, &floor, err, sizeof(err)))
 	{

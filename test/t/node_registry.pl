@@ -1,6 +1,7 @@
 # The worker id registry: servers without snowflake.worker_id, naming one
 # registry database in snowflake.registry, lease distinct worker ids and
-# generate under them; a restart keeps the lease with the registry down; a
+# generate under them; a restart keeps the lease with the registry down,
+# and a standby promoted then generates under its primary's lease; a
 # node without a lease refuses while the registry is down (55S10, never a
 # wrong worker id) and generates once it is back; a worker id released
 # with a floor goes to its next holder, whose IDs are all above the floor;
@@ -29,7 +30,7 @@ like($err, qr/42501/, 'the fleet role cannot change the registry table');
 sub fleet_node
 {
 	my ($name, %o) = @_;
-	my $n = snowflake_node($name, worker_id => -1,
+	my $n = snowflake_node($name, worker_id => -1, allows_streaming => $o{streaming},
 		conf => "snowflake.registry = '$conninfo'\n" . ($o{conf} // ''));
 	$n->start;
 	$n->safe_psql('postgres', 'CREATE EXTENSION snowflake;
@@ -54,7 +55,7 @@ sub leased
 	return $n->safe_psql('postgres', 'SELECT worker_id FROM snowflake_status');
 }
 
-my $a = fleet_node('a');
+my $a = fleet_node('a', streaming => 1);
 my $b = fleet_node('b');
 my $wa = leased($a);
 my $wb = leased($b);
@@ -73,9 +74,34 @@ is($a->safe_psql('postgres', 'SELECT worker_id_source || worker_id FROM snowflak
 	"registry$wa", 'restarted without its registry, a keeps its worker id');
 is(workers($a), $wa, 'and its IDs carry it');
 
+# a standby made after the lease inherits it: promoted while the registry
+# is down, it generates under it, above every ID of its primary
+$a->backup('bk');
+my $a2 = PostgreSQL::Test::Cluster->new('a2');
+$a2->init_from_backup($a, 'bk', has_streaming => 1);
+$a2->start;
+$a->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+$a->wait_for_catchup($a2);
+my $a_last = $a->safe_psql('postgres', 'SELECT max(id) FROM t');
+$a->stop;
+$a2->promote;
+ok($a2->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status"),
+	'the promoted standby is ready without the registry');
+$a2->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+is($a2->safe_psql('postgres', "SELECT worker_id_source || worker_id FROM snowflake_status"),
+	"registry$wa", "it runs under its primary's lease");
+is($a2->safe_psql('postgres',
+		"SELECT count(*) FROM t WHERE id > $a_last AND (snowflake_decode(id)).worker_id = $wa"),
+	'100', 'its IDs carry it, above every ID of its primary');
+
 # a node without a lease refuses while the registry is down, then leases
-my $c = fleet_node('c');
+# (c's setting holds a password, which no message shows)
+my $c = fleet_node('c', conf => "snowflake.registry = '$conninfo password=s3cr3t'\n");
 is(refusal($c), '55S10', 'without a lease and with the registry down, c refuses with 55S10');
+($ret, $out, $err) = $c->psql('postgres', 'SELECT snowflake_nextval()');
+unlike($err, qr/s3cr3t/, 'the refusal names the registry without its password');
+$c->wait_for_log(qr/55S10|could not lease/);
+unlike(slurp_file($c->logfile), qr/s3cr3t/, 'and so does the server log');
 is($c->safe_psql('postgres', 'SELECT state || \'/\' || reason FROM snowflake_status'),
 	'blocked/no_lease', 'the view shows the same reason');
 is($c->safe_psql('postgres', 'SELECT count(*) FROM t'), '0', 'and no ID was issued');
@@ -86,10 +112,10 @@ is(workers($c), $wc, 'and generates under it');
 
 # release and reuse: the next holder issues only above the floor, here an
 # ID 3 s ahead of the clock (as if a's clock had run ahead)
-my $a_max = $a->safe_psql('postgres', 'SELECT max(id) FROM t');
-my $floor = $a->safe_psql('postgres',
+my $a_max = $a2->safe_psql('postgres', 'SELECT max(id) FROM t');
+my $floor = $a2->safe_psql('postgres',
 	"SELECT greatest($a_max, snowflake_from_timestamp(now() + interval '3 s'))");
-$a->stop;
+$a2->stop;
 is($reg->safe_psql('postgres', "SELECT snowflake.snowflake_registry_release($wa, $floor)"),
 	't', "worker id $wa released with floor $floor");
 my $d = fleet_node('d', conf => "snowflake.max_run_ahead_ms = -1\n");
@@ -121,5 +147,10 @@ is($reg->safe_psql('postgres', qq{
 SELECT count(*) FROM got g JOIN snowflake.snowflake_registry r USING (worker_id)
 WHERE r.system_identifier <> g.sys OR r.worker_id IN ($wa, $wb, $wc)}),
 	'0', 'none of them took a worker id leased before');
+
+# full: no worker id above max_worker is given
+($ret, $out, $err) = $reg->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 'full', 1)");
+like($err, qr/ERROR:  SR001:/, 'a registry with no free worker id up to max_worker refuses with SR001');
 
 done_testing();
