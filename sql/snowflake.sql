@@ -2817,6 +2817,8 @@ REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
 CREATE TABLE snowflake_registry (
 	worker_id integer PRIMARY KEY CHECK (worker_id >= 0),
 	system_identifier bigint NOT NULL,
+	-- the random token of the one server of that system that holds it
+	token bigint NOT NULL,
 	node_name text,
 	leased_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	released_at timestamptz,
@@ -2858,51 +2860,74 @@ REVOKE ALL ON FUNCTION snowflake_registry_guard() FROM PUBLIC;
 CREATE TRIGGER snowflake_registry_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_registry
 FOR EACH ROW EXECUTE FUNCTION snowflake_registry_guard();
 
--- The lease of a system: its live lease if it has one (a restart, a crash,
--- a standby promoted after its primary leased: the same worker id), else
--- the lowest released worker id up to max_worker, with the floor its last
--- holder reached, else the lowest never given, from 1 up (0 is left to
--- nodes set by hand, as the mesh does).  Runs as its owner: a role the
--- registry's admin grants EXECUTE to leases without any right on the
--- table.
-CREATE FUNCTION snowflake_registry_lease(system_identifier bigint, node_name text,
-										 max_worker integer)
+-- The lease of a server: its system's live lease if the server holds it
+-- (the token it sent with its first request: a restart or a crash before
+-- its node recorded the lease gets the same worker id), else the lowest
+-- released worker id up to max_worker, with the floor its last holder
+-- reached, else the lowest never given, from 1 up (0 is left to nodes set
+-- by hand, as the mesh does).  A live lease of the system under another
+-- token is another server's (a copy, or a server made from one data
+-- directory image): SR002, never the same worker id.  Runs as its owner:
+-- a role the registry's admin grants EXECUTE to leases without any right
+-- on the table.  Only READ COMMITTED sees the row a concurrent lease
+-- committed after a unique violation; the retries are bounded all the same.
+-- max_worker is at most 65535, the widest worker field of the named layouts.
+CREATE FUNCTION snowflake_registry_lease(system_identifier bigint, token bigint,
+										 node_name text, max_worker integer)
 RETURNS TABLE (worker_id integer, floor bigint)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+	held bigint;
 BEGIN
-	IF $3 < 0 THEN
-		RAISE EXCEPTION 'max_worker must not be negative'
-			USING ERRCODE = 'invalid_parameter_value';
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'snowflake_registry_lease() runs only at isolation level READ COMMITTED'
+			USING ERRCODE = 'SR003',
+				  DETAIL = pg_catalog.format('The transaction runs at %s, whose snapshot does not see a lease committed meanwhile.',
+											pg_catalog.current_setting('transaction_isolation')),
+				  HINT = 'Call it outside an explicit transaction, or in one at READ COMMITTED.';
 	END IF;
-	LOOP
-		RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
+	IF $4 < 0 OR $4 > 65535 THEN
+		RAISE EXCEPTION 'max_worker % is out of range', $4
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'It must be between 0 and 65535, the widest worker field of the named layouts.';
+	END IF;
+	FOR attempt IN 1..100 LOOP
+		SELECT r.token INTO held FROM @extschema@.snowflake_registry r
 			WHERE r.system_identifier = $1 AND r.released_at IS NULL;
 		IF FOUND THEN
+			IF held <> $2 THEN
+				RAISE EXCEPTION 'another server of system % holds its lease', $1
+					USING ERRCODE = 'SR002',
+						  DETAIL = 'Its live lease was given to a server with another token: a copy of that server, or a server made from the same data directory image.',
+						  HINT = 'Give this server a worker id by hand in snowflake.worker_id, or initdb it afresh.';
+			END IF;
+			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
+				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
 			RETURN;
 		END IF;
 		BEGIN
 			-- the lowest released one; a concurrent taker of the same row
 			-- finds it live once it waited, and takes none
 			RETURN QUERY UPDATE @extschema@.snowflake_registry r
-				SET system_identifier = $1, node_name = $2, leased_at = pg_catalog.now(),
-					released_at = NULL
+				SET system_identifier = $1, token = $2, node_name = $3,
+					leased_at = pg_catalog.now(), released_at = NULL
 				WHERE r.worker_id = (SELECT pg_catalog.min(x.worker_id)
 									 FROM @extschema@.snowflake_registry x
-									 WHERE x.released_at IS NOT NULL AND x.worker_id <= $3)
+									 WHERE x.released_at IS NOT NULL AND x.worker_id <= $4)
 				  AND r.released_at IS NOT NULL
 				RETURNING r.worker_id, r.floor;
 			IF FOUND THEN
 				RETURN;
 			END IF;
 			IF NOT EXISTS (SELECT FROM @extschema@.snowflake_registry x
-						   WHERE x.released_at IS NOT NULL AND x.worker_id <= $3) THEN
+						   WHERE x.released_at IS NOT NULL AND x.worker_id <= $4) THEN
 				RETURN QUERY INSERT INTO @extschema@.snowflake_registry AS r
-					(worker_id, system_identifier, node_name)
-					SELECT pg_catalog.min(g), $1, $2
-					FROM pg_catalog.generate_series(1, $3) g
+					(worker_id, system_identifier, token, node_name)
+					SELECT pg_catalog.min(g), $1, $2, $3
+					FROM pg_catalog.generate_series(1, $4) g
 					WHERE NOT EXISTS (SELECT FROM @extschema@.snowflake_registry x
 									  WHERE x.worker_id = g)
 					HAVING pg_catalog.min(g) IS NOT NULL
@@ -2910,7 +2935,7 @@ BEGIN
 				IF FOUND THEN
 					RETURN;
 				END IF;
-				RAISE EXCEPTION 'the worker id registry has no free worker id up to %', $3
+				RAISE EXCEPTION 'the worker id registry has no free worker id up to %', $4
 					USING ERRCODE = 'SR001',
 						  DETAIL = 'Every worker id from 1 up to it is leased, and none is released.',
 						  HINT = 'Release the worker id of a server that is gone with snowflake_registry_release(), with the floor its IDs reached.';
@@ -2920,12 +2945,16 @@ BEGIN
 			NULL;
 		END;
 	END LOOP;
+	RAISE EXCEPTION 'snowflake_registry_lease() gave up after 100 concurrent changes'
+		USING ERRCODE = 'SR004',
+			  DETAIL = 'Each try met a lease that other sessions committed meanwhile.',
+			  HINT = 'Call it again.';
 END $$;
 
-COMMENT ON FUNCTION snowflake_registry_lease(bigint, text, integer) IS
-'lease a worker id to a system: its live lease, the lowest released one (with its floor), or the lowest never given, up to max_worker';
+COMMENT ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer) IS
+'lease a worker id to a server (a system and its token): its live lease, the lowest released one (with its floor), or the lowest never given, up to max_worker';
 
-REVOKE ALL ON FUNCTION snowflake_registry_lease(bigint, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer) FROM PUBLIC;
 
 -- A superuser gives a worker id back, with the highest ID its holder may
 -- have issued (its snowflake_status.high_water_mark, or an ID of a time

@@ -113,6 +113,7 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_KEEPER_LATE] = {NODE_BLOCKED, "keeper_late", SF_SQLSTATE('8')},
 	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8')},
 	[REASON_NO_LEASE] = {NODE_BLOCKED, "no_lease", MAKE_SQLSTATE('5', '5', 'S', '1', '0')},
+	[REASON_LEASE_TAKEN] = {NODE_BLOCKED, "lease_taken", MAKE_SQLSTATE('5', '5', 'S', '1', '1')},
 	/* not a refusal: calls wait for the keeper */
 	[REASON_FLOOR_PENDING] = {NODE_STARTING, "floor_pending"},
 	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE},
@@ -316,6 +317,7 @@ node_shmem_init(void)
 	pg_atomic_init_u64(&node_shared->configured_at, 0);
 	pg_atomic_init_u32(&node_shared->published, (uint32) WORKER_ID_UNSET);
 	pg_atomic_init_u64(&node_shared->published_at, 0);
+	pg_atomic_init_u32(&node_shared->lease_taken, 0);
 }
 
 /*
@@ -435,7 +437,8 @@ node_verdict_before(const NodeRecord *rec, NodeCheck upto)
 			r = w == WORKER_ID_REJECTED ? REASON_WORKER_ID_REJECTED :
 				w != WORKER_ID_UNSET ? REASON_NONE :
 				settings_registry_named() ?
-				(rec->leased > 0 ? REASON_NONE : REASON_NO_LEASE) :
+				(rec->leased > 0 ? REASON_NONE :
+				 pg_atomic_read_u32(&n->lease_taken) ? REASON_LEASE_TAKEN : REASON_NO_LEASE) :
 				rec->worker != WORKER_ID_UNSET ? REASON_WORKER_ID_UNSET : REASON_NO_WORKER_ID;
 		}
 		if (r != REASON_NONE)
@@ -911,6 +914,12 @@ refusal_words(NodeReason r, const RefuseArgs *a)
 			errhint("Make the registry reachable (the keeper tries again by itself), or set snowflake.worker_id and reload.");
 			break;
 
+		case REASON_LEASE_TAKEN:
+			errmsg("snowflake has no worker id from registry \"%s\"", a->msg[0]);
+			errdetail("Another server of this system identifier holds its lease: this server is a copy of it, or both were made from one data directory image.");
+			errhint("Give this server a worker id by hand in snowflake.worker_id, or initdb it afresh.");
+			break;
+
 			/* standby */
 		case REASON_IN_RECOVERY:
 			errmsg("cannot generate snowflake IDs during recovery");
@@ -1099,6 +1108,8 @@ node_refuse_state(NodeReason r)
 		a = (RefuseArgs) {{0}, {worker}, {worker}};
 	else if (r == REASON_NO_LEASE)
 		a = (RefuseArgs) {{registry_display()}, {registry_error[0] ? registry_error : NULL}};
+	else if (r == REASON_LEASE_TAKEN)
+		a.msg[0] = registry_display();
 	else if (r == REASON_UNCLAIMED)
 		a.detail[0] = rec.nown > 0 ? node_num(rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)

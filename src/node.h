@@ -12,6 +12,7 @@
 #ifndef SNOWFLAKE_NODE_H
 #define SNOWFLAKE_NODE_H
 
+#include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 
@@ -111,6 +112,7 @@ typedef enum NodeReason
 	REASON_UNCLAIMED,
 	/* NODE_BLOCKED */
 	REASON_NO_LEASE,
+	REASON_LEASE_TAKEN,
 	NUM_REASONS
 } NodeReason;
 
@@ -261,6 +263,11 @@ typedef struct NodeShared
 	pg_atomic_uint64 published_at;
 	/* why the keeper's last lease from the registry failed; "": not tried */
 	char		registry_error[256];
+	/* the registry said another server of this system holds its lease */
+	pg_atomic_uint32 lease_taken;
+	/* the keeper's next try and its pause after a failure: kept across its restarts */
+	TimestampTz registry_next_try;
+	int			registry_gap;
 } NodeShared;
 
 extern NodeShared *node_shared;

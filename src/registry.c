@@ -15,6 +15,10 @@
  * interruptible and a registry that does not answer costs a bounded time.
  * A node that holds a lease never asks again; one without refuses
  * (no_lease, node.c) and the keeper tries again with a growing pause.
+ * A lease is a server's, not a system's: a random token of its own, in
+ * its data directory, goes with each request, so that a copy or a server
+ * made from one data directory image is refused (lease_taken) rather
+ * than given the same worker id.
  *
  * This file uses node.c, identity.c and mark.c; the keeper calls it.
  *
@@ -22,8 +26,12 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "libpq-fe.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -40,6 +48,11 @@
 #include "registry.h"
 #include "settings.h"
 
+/* this server's lease token, in its data directory */
+#define TOKEN_FILE			"snowflake.lease_token"
+#define TOKEN_TMP			"snowflake.lease_token.tmp"
+/* the largest worker id the registry leases: the widest named layout's */
+#define REGISTRY_MAX_WORKER	65535
 /* how long one lease may take, its connection included */
 #define LEASE_TIMEOUT_MS	10000
 /* after a failure the keeper tries again after 1 s, doubling up to 30 s */
@@ -47,10 +60,6 @@
 #define RETRY_MOST_MS		30000
 
 static uint32 wait_event_registry = 0;
-
-/* when the keeper tries again, and the pause after a failure then */
-static TimestampTz next_try = 0;
-static int	gap = RETRY_FIRST_MS;
 
 static void try_lease(void);
 
@@ -83,7 +92,7 @@ registry_display(void)
 		return "";
 	opts = PQconninfoParse(registry_conninfo(), NULL);
 	if (opts == NULL)
-		return "(a connection string libpq cannot parse)";
+		return "(a setting that could not be parsed)";
 	initStringInfo(&s);
 	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
 		for (int i = 0; i < (int) lengthof(shown); i++)
@@ -133,23 +142,134 @@ libpq_error(PGconn *conn, char *err, size_t len)
 }
 
 /*
- * Ask the registry for this node's lease: the worker id and the floor its
- * last holder reached.  false with libpq's (or the registry's) words in
- * err if it could not.
+ * This server's lease token: a random number of its own, written durably
+ * to its data directory before its first request, so that the registry
+ * tells it from another server of the same system identifier (a copy, a
+ * server made from one data directory image), and a crash between the
+ * registry's commit and the node's record asks with the same token and
+ * gets the same lease back.  false with the reason in err.
  */
 static bool
-lease(int *worker, int64 *floor, char *err, size_t len)
+lease_token(int64 *token, char *err, size_t len)
 {
-	const char *keys[] = {"dbname", "fallback_application_name", NULL};
-	const char *vals[] = {registry_conninfo(), "snowflake keeper", NULL};
+	uint64		t;
+	int			fd;
+
+	fd = OpenTransientFile(TOKEN_FILE, O_RDONLY | PG_BINARY);
+	if (fd >= 0)
+	{
+		int			n = read(fd, &t, sizeof(t));
+
+		CloseTransientFile(fd);
+		if (n == sizeof(t))
+		{
+			*token = (int64) t;
+			return true;
+		}
+		snprintf(err, len, "file \"%s\" is damaged", TOKEN_FILE);
+		return false;
+	}
+	if (errno != ENOENT)
+	{
+		snprintf(err, len, "could not open file \"%s\": %m", TOKEN_FILE);
+		return false;
+	}
+	if (!pg_strong_random(&t, sizeof(t)))
+	{
+		strlcpy(err, "could not generate a random lease token", len);
+		return false;
+	}
+	fd = OpenTransientFile(TOKEN_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0 || write(fd, &t, sizeof(t)) != sizeof(t) || pg_fsync(fd) != 0)
+	{
+		snprintf(err, len, "could not write file \"%s\": %m", TOKEN_TMP);
+		if (fd >= 0)
+			CloseTransientFile(fd);
+		return false;
+	}
+	CloseTransientFile(fd);
+	if (durable_rename(TOKEN_TMP, TOKEN_FILE, LOG) != 0)
+	{
+		snprintf(err, len, "could not rename file \"%s\" to \"%s\" (the server log says why)",
+				 TOKEN_TMP, TOKEN_FILE);
+		return false;
+	}
+	*token = (int64) t;
+	return true;
+}
+
+/*
+ * Whether the setting parses.  libpq's words for why not may quote the
+ * setting, password and all: only the server log, which a superuser
+ * reads, gets them.
+ */
+static bool
+conninfo_parses(char *err, size_t len)
+{
+	char	   *why = NULL;
+	PQconninfoOption *opts = PQconninfoParse(registry_conninfo(), &why);
+
+	if (opts != NULL)
+	{
+		PQconninfoFree(opts);
+		return true;
+	}
+	ereport(LOG,
+			(errmsg("snowflake.registry could not be parsed"),
+			 errdetail_internal("%s", why != NULL ? why : "out of memory")));
+	if (why != NULL)
+		PQfreemem(why);
+	strlcpy(err, "snowflake.registry could not be parsed as a connection string; the server log says why", len);
+	return false;
+}
+
+/*
+ * The session's options: the setting's own, then READ COMMITTED (the only
+ * level at which the lease sees what a concurrent one committed) and a
+ * commit that waits for the registry's synchronous standbys.
+ */
+static const char *
+session_options(void)
+{
+	const char *ours = "-c default_transaction_isolation=read\\ committed -c synchronous_commit=on";
+	PQconninfoOption *opts = PQconninfoParse(registry_conninfo(), NULL);
+	const char *all = ours;
+
+	if (opts == NULL)
+		return ours;
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "options") == 0 && o->val != NULL && o->val[0] != '\0')
+			all = psprintf("%s %s", o->val, ours);
+	PQconninfoFree(opts);
+	return all;
+}
+
+/*
+ * Ask the registry for this node's lease: the worker id and the floor its
+ * last holder reached.  false with libpq's (or the registry's) words in
+ * err if it could not, and *taken if the registry said another server of
+ * this system holds the lease.
+ */
+static bool
+lease(int *worker, int64 *floor, bool *taken, char *err, size_t len)
+{
+	const char *keys[] = {"dbname", "options", "fallback_application_name", NULL};
+	const char *vals[] = {registry_conninfo(), session_options(), "snowflake keeper", NULL};
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LEASE_TIMEOUT_MS);
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-	const char *params[3];
+	const char *params[4];
 	const char *name = GetConfigOption("cluster_name", true, false);
 	PGconn	   *conn;
 	PGresult   *res;
+	int64		token;
 	bool		ok = false;
+	bool		failed = false;
 
+	*taken = false;
+	if (!conninfo_parses(err, len))
+		return false;
+	if (!lease_token(&token, err, len))
+		return false;
 	conn = PQconnectStartParams(keys, vals, true);
 	if (conn == NULL)
 	{
@@ -173,42 +293,66 @@ lease(int *worker, int64 *floor, char *err, size_t len)
 		goto done;
 	}
 
-	params[0] = psprintf(UINT64_FORMAT, identity_system());
-	params[1] = name != NULL ? name : "";
-	params[2] = psprintf("%lld", (long long) layout_max_worker(snowflake_layout));
+	/* signed, as pg_control_system() and snowflake_workers show it */
+	params[0] = psprintf(INT64_FORMAT, (int64) identity_system());
+	params[1] = psprintf(INT64_FORMAT, token);
+	params[2] = name != NULL ? name : "";
+	params[3] = psprintf("%lld", (long long) Min(layout_max_worker(snowflake_layout),
+												 REGISTRY_MAX_WORKER));
 	if (!PQsendQueryParams(conn,
-						   "SELECT worker_id, floor FROM snowflake.snowflake_registry_lease($1::pg_catalog.int8, $2::pg_catalog.text, $3::pg_catalog.int4)",
-						   3, NULL, params, NULL, NULL, 0))
+						   "SELECT worker_id, floor FROM snowflake.snowflake_registry_lease($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.text, $4::pg_catalog.int4)",
+						   4, NULL, params, NULL, NULL, 0))
 	{
 		libpq_error(conn, err, len);
 		goto done;
 	}
-	while (PQisBusy(conn))
+	/* every result to the end: a commit that fails comes after the rows */
+	for (;;)
 	{
-		if (!wait_socket(conn, WL_SOCKET_READABLE, deadline))
+		while (PQisBusy(conn))
 		{
-			snprintf(err, len, "no answer within %d ms", LEASE_TIMEOUT_MS);
-			goto done;
+			if (!wait_socket(conn, WL_SOCKET_READABLE, deadline))
+			{
+				snprintf(err, len, "no answer within %d ms", LEASE_TIMEOUT_MS);
+				ok = false;
+				goto done;
+			}
+			if (!PQconsumeInput(conn))
+			{
+				libpq_error(conn, err, len);
+				ok = false;
+				goto done;
+			}
 		}
-		if (!PQconsumeInput(conn))
+		res = PQgetResult(conn);
+		if (res == NULL)
+			break;
+		if (failed)
+			;
+		else if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
+			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+			*taken = state != NULL && strcmp(state, "SR002") == 0;
 			libpq_error(conn, err, len);
-			goto done;
+			failed = true;
+			ok = false;
 		}
+		else if (ok || PQntuples(res) != 1 || PQnfields(res) != 2 ||
+				 PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1))
+		{
+			strlcpy(err, "snowflake_registry_lease() returned no lease", len);
+			failed = true;
+			ok = false;
+		}
+		else
+		{
+			*worker = pg_strtoint32(PQgetvalue(res, 0, 0));
+			*floor = pg_strtoint64(PQgetvalue(res, 0, 1));
+			ok = true;
+		}
+		PQclear(res);
 	}
-	res = PQgetResult(conn);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		libpq_error(conn, err, len);
-	else if (PQntuples(res) != 1 || PQnfields(res) != 2 ||
-			 PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1))
-		strlcpy(err, "snowflake_registry_lease() returned no lease", len);
-	else
-	{
-		*worker = pg_strtoint32(PQgetvalue(res, 0, 0));
-		*floor = pg_strtoint64(PQgetvalue(res, 0, 1));
-		ok = true;
-	}
-	PQclear(res);
 
 done:
 	PQfinish(conn);
@@ -239,13 +383,21 @@ record_lease(int worker, int64 floor)
 		return;
 	}
 	node_shared->registry_error[0] = '\0';
+	node_shared->registry_gap = RETRY_FIRST_MS;
+	pg_atomic_write_u32(&node_shared->lease_taken, 0);
 	identity_log_record(&node_shared->rec);
 	LWLockRelease(node_shared->lock);
-	ereport(LOG,
-			(errmsg("snowflake leased worker id %d from registry \"%s\"",
-					worker, registry_display()),
-			 errdetail("New IDs continue above %lld, the floor its last holder reached.",
-					   (long long) floor)));
+	if (floor > 0)
+		ereport(LOG,
+				(errmsg("snowflake leased worker id %d from registry \"%s\"",
+						worker, registry_display()),
+				 errdetail("New IDs continue above %lld, the floor its last holder reached.",
+						   (long long) floor)));
+	else
+		ereport(LOG,
+				(errmsg("snowflake leased worker id %d from registry \"%s\"",
+						worker, registry_display()),
+				 errdetail("No server held it before.")));
 	/* apply and publish it, as a reload of the worker id is */
 	identity_keep(false);
 }
@@ -260,16 +412,24 @@ registry_keep(void)
 {
 	static MemoryContext cxt = NULL;
 	MemoryContext old;
+	TimestampTz next_try;
 	bool		wanted;
 
 	if (!settings_registry_named() || node_found(CHECK_CONFIG) != REASON_NONE)
 		return;
+	/*
+	 * Only a node that merely lacks a worker id leases: one held (a copy
+	 * above all, whose system identifier is its source's) never does.
+	 */
 	LWLockAcquire(node_shared->lock, LW_SHARED);
 	wanted = (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
 		node_shared->rec.leased == 0 &&
+		node_shared->rec.reason == REASON_NONE &&
+		node_shared->rec.state == NODE_READY &&
 		node_found(CHECK_FILE) == REASON_NONE &&
 		node_found(CHECK_MARK) == REASON_NONE &&
 		node_found(CHECK_FLOOR) == REASON_NONE;
+	next_try = node_shared->registry_next_try;
 	LWLockRelease(node_shared->lock);
 	if (!wanted || GetCurrentTimestamp() < next_try)
 		return;
@@ -290,10 +450,16 @@ try_lease(void)
 {
 	int			worker = 0;
 	int64		floor = 0;
+	bool		taken = false;
 	char		err[sizeof(node_shared->registry_error)];
 	const SnowflakeLayout *l = snowflake_layout;
+	int			gap;
 
-	if (lease(&worker, &floor, err, sizeof(err)))
+	LWLockAcquire(node_shared->lock, LW_SHARED);
+	gap = node_shared->registry_gap > 0 ? node_shared->registry_gap : RETRY_FIRST_MS;
+	LWLockRelease(node_shared->lock);
+
+	if (lease(&worker, &floor, &taken, err, sizeof(err)))
 	{
 		/* a lease this layout cannot carry is none */
 		if (worker < 0 || worker > layout_max_worker(l))
@@ -306,19 +472,30 @@ try_lease(void)
 					 (long long) floor, l->name);
 		else
 		{
-			gap = RETRY_FIRST_MS;
+			/*
+			 * Should recording it fail (an ERROR ends the keeper), its next
+			 * start waits the pause, and the refusal says why.
+			 */
+			LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
+			snprintf(node_shared->registry_error, sizeof(node_shared->registry_error),
+					 "the lease of worker id %d could not be recorded in the node's record; the server log says why",
+					 worker);
+			node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
+			node_shared->registry_gap = Min(gap * 2, RETRY_MOST_MS);
+			LWLockRelease(node_shared->lock);
 			record_lease(worker, floor);
 			return;
 		}
 	}
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	strlcpy(node_shared->registry_error, err, sizeof(node_shared->registry_error));
+	pg_atomic_write_u32(&node_shared->lease_taken, taken ? 1 : 0);
+	node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
+	node_shared->registry_gap = Min(gap * 2, RETRY_MOST_MS);
 	LWLockRelease(node_shared->lock);
 	ereport(LOG,
 			(errmsg("snowflake could not lease a worker id from registry \"%s\"",
 					registry_display()),
 			 errdetail_internal("%s", err),
 			 errhint("The keeper tries again in %d ms.", gap)));
-	next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
-	gap = Min(gap * 2, RETRY_MOST_MS);
 }

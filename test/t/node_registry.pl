@@ -5,7 +5,9 @@
 # node without a lease refuses while the registry is down (55S10, never a
 # wrong worker id) and generates once it is back; a worker id released
 # with a floor goes to its next holder, whose IDs are all above the floor;
-# many leases at once never share a worker id.
+# many leases at once never share a worker id; a copy of a node made
+# before it leased never leases (held_copy), and of servers made from one
+# data directory image only one leases (55S11 for the others).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -18,14 +20,17 @@ $reg->start;
 $reg->safe_psql('postgres', q{
 CREATE EXTENSION snowflake;
 CREATE ROLE fleet LOGIN;
-GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease(bigint, text, integer) TO fleet;
+GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease(bigint, bigint, text, integer) TO fleet;
+-- a right on the table that the guard trigger must still refuse
+GRANT INSERT, UPDATE, DELETE ON snowflake.snowflake_registry TO fleet;
 });
 my $conninfo = 'host=' . $reg->host . ' port=' . $reg->port . ' dbname=postgres user=fleet';
 
-# the role leases, and may not write the table
+# the role leases, and may not write the table, even granted INSERT
 my ($ret, $out, $err) = $reg->psql('postgres',
-	"SET ROLE fleet; \\set VERBOSITY verbose\nDELETE FROM snowflake.snowflake_registry");
-like($err, qr/42501/, 'the fleet role cannot change the registry table');
+	"SET ROLE fleet; \\set VERBOSITY verbose\nINSERT INTO snowflake.snowflake_registry (worker_id, system_identifier, token) VALUES (7, 7, 7)");
+like($err, qr/ERROR:  42501:.*snowflake_registry_guard/s,
+	'the fleet role granted INSERT cannot change the registry table: the guard refuses');
 
 sub fleet_node
 {
@@ -105,7 +110,25 @@ unlike(slurp_file($c->logfile), qr/s3cr3t/, 'and so does the server log');
 is($c->safe_psql('postgres', 'SELECT state || \'/\' || reason FROM snowflake_status'),
 	'blocked/no_lease', 'the view shows the same reason');
 is($c->safe_psql('postgres', 'SELECT count(*) FROM t'), '0', 'and no ID was issued');
+# a copy of a node taken before it leased (the registry down) and started
+# as a primary beside it: it stays held, while its source leases
+my $e = fleet_node('e', streaming => 1);
+is(refusal($e), '55S10', 'e has no lease with the registry down');
+$e->backup('ebk');
 $reg->start;
+my $we = leased($e);
+my $e2 = PostgreSQL::Test::Cluster->new('e2');
+$e2->init_from_backup($e, 'ebk');
+$e2->start;
+ok($e2->poll_query_until('postgres', "SELECT state = 'held_copy' FROM snowflake_status"),
+	'the copy of e is held');
+$e->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+like(refusal($e2), qr/^55S01/, 'with the registry up, the copy stays held (55S01)');
+is($e2->safe_psql('postgres', "SELECT coalesce(worker_id_source, 'none') FROM snowflake_status"),
+	'none', 'and has no worker id from the registry');
+is(workers($e), $we, 'its source generates under its own lease');
+$e2->stop;
+
 my $wc = leased($c);
 ok($wc ne $wa && $wc ne $wb, "once the registry is back, c leases a worker id of its own ($wc)");
 is(workers($c), $wc, 'and generates under it');
@@ -130,10 +153,19 @@ $reg->safe_psql('postgres', 'CREATE TABLE got (sys bigint, worker_id integer)');
 my $script = PostgreSQL::Test::Utils::tempdir() . '/lease.sql';
 PostgreSQL::Test::Utils::append_to_file($script, q{
 \set sys 1000000 + :client_id * 10 + random(0, 1) * 5 + 1
-INSERT INTO got SELECT :sys, worker_id FROM snowflake.snowflake_registry_lease(:sys, 'bench', 1023);
+INSERT INTO got SELECT :sys, worker_id FROM snowflake.snowflake_registry_lease(:sys, :sys, 'bench', 1023);
 });
 $reg->command_ok(['pgbench', '-n', '-c', '30', '-j', '2', '-t', '2', '-f', $script, 'postgres'],
 	'60 leases at once');
+# and 30 sessions at once for one system (one server): one worker id
+my $same = PostgreSQL::Test::Utils::tempdir() . '/same.sql';
+PostgreSQL::Test::Utils::append_to_file($same, q{
+INSERT INTO got SELECT 777, worker_id FROM snowflake.snowflake_registry_lease(777, 42, 'same', 1023);
+});
+$reg->command_ok(['pgbench', '-n', '-c', '30', '-j', '2', '-t', '1', '-f', $same, 'postgres'],
+	'30 leases at once for one system');
+is($reg->safe_psql('postgres', 'SELECT count(*) || \'/\' || count(DISTINCT worker_id) FROM got WHERE sys = 777'),
+	'30/1', 'all of them got the same worker id');
 is($reg->safe_psql('postgres', q{
 SELECT count(*) FROM got g
 WHERE NOT EXISTS (SELECT FROM snowflake.snowflake_registry r
@@ -150,7 +182,49 @@ WHERE r.system_identifier <> g.sys OR r.worker_id IN ($wa, $wb, $wc)}),
 
 # full: no worker id above max_worker is given
 ($ret, $out, $err) = $reg->psql('postgres',
-	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 'full', 1)");
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 1, 'full', 1)");
 like($err, qr/ERROR:  SR001:/, 'a registry with no free worker id up to max_worker refuses with SR001');
+($ret, $out, $err) = $reg->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 1, 'big', 2147483647)");
+like($err, qr/ERROR:  22023:/, 'max_worker above 65535 is refused with 22023');
+($ret, $out, $err) = $reg->psql('postgres',
+	"\\set VERBOSITY verbose\nBEGIN ISOLATION LEVEL REPEATABLE READ;\nSELECT * FROM snowflake.snowflake_registry_lease(777, 42, 'rr', 1023)");
+like($err, qr/ERROR:  SR003:/, 'a lease under REPEATABLE READ is refused with SR003');
+($ret, $out, $err) = $reg->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(777, 43, 'other', 1023)");
+like($err, qr/ERROR:  SR002:/, "another token for a system's live lease is refused with SR002");
+
+# two servers from one data directory image that never leased: one leases,
+# the other refuses with 55S11; never both under one worker id
+my $p1 = snowflake_node('p1', worker_id => -1, conf => "snowflake.registry = '$conninfo'\n");
+my $p2 = snowflake_node('p2', worker_id => -1, conf => "snowflake.registry = '$conninfo'\n");
+my $p2conf = slurp_file($p2->data_dir . '/postgresql.conf');
+PostgreSQL::Test::Utils::system_or_bail('rm', '-rf', $p2->data_dir);
+PostgreSQL::Test::Utils::system_or_bail('cp', '-a', $p1->data_dir, $p2->data_dir);
+unlink($p2->data_dir . '/backup_label');
+open my $fh, '>', $p2->data_dir . '/postgresql.conf' or die $!;
+print $fh $p2conf;
+close $fh;
+for my $p ($p1, $p2)
+{
+	$p->start;
+	$p->safe_psql('postgres', 'CREATE EXTENSION snowflake;
+CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int)');
+}
+is($p1->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+	$p2->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()'),
+	'p1 and p2 share a system identifier');
+my $heard = "SELECT worker_id_source = 'registry' OR reason = 'lease_taken' FROM snowflake_status";
+ok($p1->poll_query_until('postgres', $heard) && $p2->poll_query_until('postgres', $heard),
+	'both servers of the image heard from the registry');
+my ($one, $other) = ($p1, $p2);
+($one, $other) = ($p2, $p1)
+  if $p1->safe_psql('postgres', "SELECT coalesce(reason, '') FROM snowflake_status") eq 'lease_taken';
+my $wone = leased($one);
+is(refusal($other), '55S11', 'the other server of the image refuses with 55S11');
+is($other->safe_psql('postgres', 'SELECT state || \'/\' || reason FROM snowflake_status'),
+	'blocked/lease_taken', 'and its view says why');
+is($other->safe_psql('postgres', 'SELECT count(*) FROM t'), '0', 'and it issued no ID');
+is(workers($one), $wone, 'the one that leased generates under its worker id');
 
 done_testing();
