@@ -24,7 +24,8 @@ MODULE_big = snowflake
 SCRIPTS = scripts/snowflake-mesh
 OBJS = src/snowflake.o src/settings.o src/layout.o src/wal.o src/mark.o \
 	src/generator.o src/keeper.o src/functions.o src/persist.o src/schemes.o src/obfuscate.o \
-	src/identity.o src/claims.o src/confirm.o src/node.o src/text.o
+	src/identity.o src/claims.o src/confirm.o src/node.o src/text.o \
+	src/registry.o
 # The current version's full install script is built from sql/snowflake.sql
 # (its one source), and so is the update script from the last release,
 # from its template (sql/compose.pl); the scripts and control files of
@@ -49,7 +50,9 @@ REGRESS_OPTS = --inputdir=test
 ISOLATION = claims confirm confirm_commit repair reload ddl_locks
 ISOLATION_OPTS = --inputdir=test --load-extension=snowflake
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# the keeper reaches the worker id registry through libpq, as dblink does
+PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
+SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 
 PG_MAJOR ?= 15

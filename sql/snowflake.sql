@@ -227,20 +227,13 @@ CREATE FUNCTION snowflake_status(
 	OUT clock_back_events bigint, OUT clock_back_max_ms bigint,
 	OUT run_ahead_ids bigint, OUT run_ahead_ms bigint, OUT refused bigint,
 	OUT high_water_mark bigint, OUT high_water_mark_time timestamptz,
-	OUT started_at timestamptz)
+	OUT started_at timestamptz, OUT worker_id_source text)
 RETURNS record
 AS 'MODULE_PATHNAME', 'snowflake_status'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION snowflake_status() IS
 'state and counters of this node''s generator since the server started';
-
-CREATE VIEW snowflake_status AS SELECT * FROM snowflake_status();
-
-COMMENT ON VIEW snowflake_status IS
-'state and counters of this node''s generator since the server started';
-
-GRANT SELECT ON snowflake_status TO PUBLIC;
 -- @end status
 
 -- The node's worker id in force: the one its IDs carry.  It follows
@@ -2811,6 +2804,207 @@ COMMENT ON FUNCTION snowflake_mesh_state(name) IS
 
 REVOKE ALL ON FUNCTION snowflake_mesh_state(name) FROM PUBLIC;
 -- @end mesh
+
+-- @begin registry
+--
+-- The worker id registry: in a database that a fleet of servers names in
+-- snowflake.registry, a lease of one worker id per system (by its system
+-- identifier), so that servers without snowflake.worker_id take one each.
+-- The constraints keep two live leases off one worker id and one system
+-- off two: a lease that loses a race to another meets a unique violation
+-- and looks again, never a read-then-write.
+--
+CREATE TABLE snowflake_registry (
+	worker_id integer PRIMARY KEY CHECK (worker_id >= 0),
+	system_identifier bigint NOT NULL,
+	-- the random token of the one server of that system that holds it
+	token bigint NOT NULL,
+	node_name text,
+	leased_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	released_at timestamptz,
+	floor bigint NOT NULL DEFAULT 0 CHECK (floor >= 0)
+);
+
+COMMENT ON TABLE snowflake_registry IS
+'worker ids leased to the systems of a fleet: one live lease per system and per worker id; a released id goes to its next holder with the floor its last holder reached';
+
+-- one live lease per system
+CREATE UNIQUE INDEX snowflake_registry_live ON snowflake_registry (system_identifier)
+WHERE released_at IS NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.snowflake_registry', '');
+
+-- Only superusers change the leases (the lease function runs as its
+-- owner), whatever privileges a role holds: pg_write_all_data grants
+-- INSERT, UPDATE and DELETE on every table.
+CREATE FUNCTION snowflake_registry_guard()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = current_user AND rolsuper) THEN
+		RAISE EXCEPTION 'permission denied to change the worker id registry'
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Leases change only through snowflake_registry_lease() and, for a superuser, snowflake_registry_release().';
+	END IF;
+	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END $$;
+
+COMMENT ON FUNCTION snowflake_registry_guard() IS
+'trigger: only a superuser (or the lease function, which runs as its owner) changes snowflake_registry';
+
+REVOKE ALL ON FUNCTION snowflake_registry_guard() FROM PUBLIC;
+
+-- (TRUNCATE needs its own privilege, which no predefined role grants)
+CREATE TRIGGER snowflake_registry_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_registry
+FOR EACH ROW EXECUTE FUNCTION snowflake_registry_guard();
+
+-- The lease of a server: its system's live lease if the server holds it
+-- (the token it sent with its first request: a restart or a crash before
+-- its node recorded the lease gets the same worker id), else the lowest
+-- released worker id up to max_worker, with the floor its last holder
+-- reached, else the lowest never given, from 1 up (0 is left to nodes set
+-- by hand, as the mesh does).  A live lease of the system under another
+-- token is another server's (a copy, or a server made from one data
+-- directory image): SR002, never the same worker id.  Runs as its owner:
+-- a role the registry's admin grants EXECUTE to leases without any right
+-- on the table.  Only READ COMMITTED sees the row a concurrent lease
+-- committed after a unique violation; the retries are bounded all the same.
+-- max_worker is at most 65535, the widest worker field of the named layouts.
+CREATE FUNCTION snowflake_registry_lease(system_identifier bigint, token bigint,
+										 node_name text, max_worker integer)
+RETURNS TABLE (worker_id integer, floor bigint)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+	held bigint;
+BEGIN
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'snowflake_registry_lease() runs only at isolation level READ COMMITTED'
+			USING ERRCODE = 'SR003',
+				  DETAIL = pg_catalog.format('The transaction runs at %s, whose snapshot does not see a lease committed meanwhile.',
+											pg_catalog.current_setting('transaction_isolation')),
+				  HINT = 'Call it outside an explicit transaction, or in one at READ COMMITTED.';
+	END IF;
+	IF $4 < 0 OR $4 > 65535 THEN
+		RAISE EXCEPTION 'max_worker % is out of range', $4
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'It must be between 0 and 65535, the widest worker field of the named layouts.';
+	END IF;
+	FOR attempt IN 1..100 LOOP
+		SELECT r.token INTO held FROM @extschema@.snowflake_registry r
+			WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+		IF FOUND THEN
+			IF held <> $2 THEN
+				RAISE EXCEPTION 'another server of system % holds its lease', $1
+					USING ERRCODE = 'SR002',
+						  DETAIL = 'Its live lease was given to a server with another token: a copy of that server, or a server made from the same data directory image.',
+						  HINT = 'Give this server a worker id by hand in snowflake.worker_id, or initdb it afresh.';
+			END IF;
+			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
+				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+			RETURN;
+		END IF;
+		BEGIN
+			-- the lowest released one; a concurrent taker of the same row
+			-- finds it live once it waited, and takes none
+			RETURN QUERY UPDATE @extschema@.snowflake_registry r
+				SET system_identifier = $1, token = $2, node_name = $3,
+					leased_at = pg_catalog.now(), released_at = NULL
+				WHERE r.worker_id = (SELECT pg_catalog.min(x.worker_id)
+									 FROM @extschema@.snowflake_registry x
+									 WHERE x.released_at IS NOT NULL AND x.worker_id <= $4)
+				  AND r.released_at IS NOT NULL
+				RETURNING r.worker_id, r.floor;
+			IF FOUND THEN
+				RETURN;
+			END IF;
+			IF NOT EXISTS (SELECT FROM @extschema@.snowflake_registry x
+						   WHERE x.released_at IS NOT NULL AND x.worker_id <= $4) THEN
+				RETURN QUERY INSERT INTO @extschema@.snowflake_registry AS r
+					(worker_id, system_identifier, token, node_name)
+					SELECT pg_catalog.min(g), $1, $2, $3
+					FROM pg_catalog.generate_series(1, $4) g
+					WHERE NOT EXISTS (SELECT FROM @extschema@.snowflake_registry x
+									  WHERE x.worker_id = g)
+					HAVING pg_catalog.min(g) IS NOT NULL
+					RETURNING r.worker_id, r.floor;
+				IF FOUND THEN
+					RETURN;
+				END IF;
+				RAISE EXCEPTION 'the worker id registry has no free worker id up to %', $4
+					USING ERRCODE = 'SR001',
+						  DETAIL = 'Every worker id from 1 up to it is leased, and none is released.',
+						  HINT = 'Release the worker id of a server that is gone with snowflake_registry_release(), with the floor its IDs reached.';
+			END IF;
+		EXCEPTION WHEN unique_violation THEN
+			-- another lease took that worker id, or this system leased meanwhile
+			NULL;
+		END;
+	END LOOP;
+	RAISE EXCEPTION 'snowflake_registry_lease() gave up after 100 concurrent changes'
+		USING ERRCODE = 'SR004',
+			  DETAIL = 'Each try met a lease that other sessions committed meanwhile.',
+			  HINT = 'Call it again.';
+END $$;
+
+COMMENT ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer) IS
+'lease a worker id to a server (a system and its token): its live lease, the lowest released one (with its floor), or the lowest never given, up to max_worker';
+
+REVOKE ALL ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer) FROM PUBLIC;
+
+-- A superuser gives a worker id back, with the highest ID its holder may
+-- have issued (its snowflake_status.high_water_mark, or an ID of a time
+-- after it stopped): the next holder issues only above it.  false: no
+-- live lease of that worker id.
+CREATE FUNCTION snowflake_registry_release(worker_id integer, floor bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+	IF $2 < 0 THEN
+		RAISE EXCEPTION 'floor must not be negative'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	UPDATE @extschema@.snowflake_registry r
+	SET released_at = pg_catalog.now(), floor = GREATEST(r.floor, $2)
+	WHERE r.worker_id = $1 AND r.released_at IS NULL;
+	RETURN FOUND;
+END $$;
+
+COMMENT ON FUNCTION snowflake_registry_release(integer, bigint) IS
+'release a leased worker id, with the floor its holder''s IDs reached: its next holder issues only above it';
+
+REVOKE ALL ON FUNCTION snowflake_registry_release(integer, bigint) FROM PUBLIC;
+-- @end registry
+
+-- @begin status_view
+-- The function's row, with a worker id that snowflake-mesh set in the
+-- configuration shown as the mesh's: the mesh records the id it gave in
+-- snowflake_mesh_objects (kind 'worker'), and an id changed by hand
+-- afterwards reads as configured.  After the mesh's table, which it reads
+-- with the view owner's rights.
+CREATE VIEW snowflake_status AS
+SELECT s.state, s.reason, s.worker_id, s.layout, s.last_id, s.last_id_time,
+	s.ids_issued, s.waits, s.clock_back_events, s.clock_back_max_ms,
+	s.run_ahead_ids, s.run_ahead_ms, s.refused, s.high_water_mark,
+	s.high_water_mark_time, s.started_at,
+	CASE WHEN s.worker_id_source = 'configured' AND
+			  EXISTS (SELECT FROM @extschema@.snowflake_mesh_objects o
+					  WHERE o.kind = 'worker' AND o.from_worker = s.worker_id)
+		 THEN 'mesh' ELSE s.worker_id_source END AS worker_id_source
+FROM @extschema@.snowflake_status() s;
+
+COMMENT ON VIEW snowflake_status IS
+'state and counters of this node''s generator since the server started, and where its worker id came from';
+
+GRANT SELECT ON snowflake_status TO PUBLIC;
+-- @end status_view
 
 -- @begin schema_check
 --

@@ -431,10 +431,11 @@ snowflake_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	GeneratorStatus st;
-	Datum		values[16];
-	bool		nulls[16];
+	Datum		values[17];
+	bool		nulls[17];
 	int			i = 0;
 	NodeReason	reason;
+	const char *source;
 	NodeState	state;
 	const SnowflakeLayout *layout;
 
@@ -475,6 +476,9 @@ snowflake_status(PG_FUNCTION_ARGS)
 													   layout_tick(snowflake_layout, st.high_water_mark))) : 0;
 	nulls[i] = st.started == 0;
 	values[i++] = TimestampTzGetDatum(st.started);
+	source = node_shared != NULL ? node_worker_source() : NULL;
+	nulls[i] = source == NULL;
+	values[i++] = source == NULL ? (Datum) 0 : CStringGetTextDatum(source);
 	Assert(i == lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
 													  values, nulls)));

@@ -421,8 +421,12 @@ identity_start(StartEvidence *ev)
 		if (signal != REASON_NONE && r->worker != WORKER_ID_UNSET)
 			(void) node_apply(r, EV_START_COPY, signal);
 	}
-	else if (!standby && r->worker != WORKER_ID_UNSET)
+	else if (!standby && (r->worker != WORKER_ID_UNSET || settings_registry_named()))
 	{
+		/*
+		 * A node that takes its worker id from a registry is held as a copy
+		 * before it leased too: its copy would ask for its source's lease.
+		 */
 		if (signal == REASON_NONE && r->system_identifier != sysid)
 			signal = REASON_OTHER_SYSTEM;
 		else if (signal == REASON_NONE && r->directory_inode != inode)

@@ -8,7 +8,7 @@
  *	  one, and applies the worker id of each reload.  And the short-lived
  *	  worker that reads and drops the replication origin 1.1 used.
  *
- * It uses identity.c, mark.c, wal.c and the settings; nothing calls into
+ * It uses identity.c, mark.c, registry.c, wal.c and the settings; nothing calls into
  * it but the postmaster.
  *
  *-------------------------------------------------------------------------
@@ -37,6 +37,7 @@
 #include "settings.h"
 #include "snowflake.h"
 #include "mark.h"
+#include "registry.h"
 #include "wal.h"
 
 PGDLLEXPORT void snowflake_keeper_main(Datum arg);
@@ -268,6 +269,7 @@ snowflake_keeper_main(Datum arg)
 		}
 		identity_keep(false);
 		mark_keep_ahead();
+		registry_keep();
 	}
 }
 

@@ -48,6 +48,7 @@
 #include "messages.h"
 #include "node.h"
 #include "persist.h"
+#include "registry.h"
 #include "settings.h"
 
 PG_FUNCTION_INFO_V1(snowflake_node_model);
@@ -111,6 +112,8 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_BLOCK_TOO_LARGE] = {NODE_BLOCKED, "block_too_large", SF_SQLSTATE('7')},
 	[REASON_KEEPER_LATE] = {NODE_BLOCKED, "keeper_late", SF_SQLSTATE('8')},
 	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8')},
+	[REASON_NO_LEASE] = {NODE_BLOCKED, "no_lease", MAKE_SQLSTATE('5', '5', 'S', '1', '0')},
+	[REASON_LEASE_TAKEN] = {NODE_BLOCKED, "lease_taken", MAKE_SQLSTATE('5', '5', 'S', '1', '1')},
 	/* not a refusal: calls wait for the keeper */
 	[REASON_FLOOR_PENDING] = {NODE_STARTING, "floor_pending"},
 	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE},
@@ -314,6 +317,7 @@ node_shmem_init(void)
 	pg_atomic_init_u64(&node_shared->configured_at, 0);
 	pg_atomic_init_u32(&node_shared->published, (uint32) WORKER_ID_UNSET);
 	pg_atomic_init_u64(&node_shared->published_at, 0);
+	pg_atomic_init_u32(&node_shared->lease_taken, 0);
 }
 
 /*
@@ -364,7 +368,38 @@ node_configured_worker(void)
 {
 	int			w = (int) (int32) pg_atomic_read_u32(&node_shared->configured);
 
-	return w == WORKER_ID_REJECTED ? WORKER_ID_UNSET : w;
+	if (w == WORKER_ID_REJECTED)
+		return WORKER_ID_UNSET;
+	/* none set by hand: the registry's lease, kept in the record */
+	if (w == WORKER_ID_UNSET && settings_registry_named())
+	{
+		bool		lock = IsUnderPostmaster && !LWLockHeldByMe(node_shared->lock);
+		int32		leased;
+
+		if (lock)
+			LWLockAcquire(node_shared->lock, LW_SHARED);
+		leased = node_shared->rec.leased;
+		if (lock)
+			LWLockRelease(node_shared->lock);
+		if (leased > 0)
+			w = leased - 1;
+	}
+	return w;
+}
+
+/*
+ * Where the worker id in force comes from, as snowflake_status shows it:
+ * "configured" (snowflake.worker_id), "registry" (the lease the record
+ * keeps), or NULL (none).
+ */
+const char *
+node_worker_source(void)
+{
+	int			w = (int) (int32) pg_atomic_read_u32(&node_shared->configured);
+
+	if (w >= 0)
+		return "configured";
+	return node_configured_worker() >= 0 ? "registry" : NULL;
 }
 
 /*
@@ -401,6 +436,9 @@ node_verdict_before(const NodeRecord *rec, NodeCheck upto)
 
 			r = w == WORKER_ID_REJECTED ? REASON_WORKER_ID_REJECTED :
 				w != WORKER_ID_UNSET ? REASON_NONE :
+				settings_registry_named() ?
+				(rec->leased > 0 ? REASON_NONE :
+				 pg_atomic_read_u32(&n->lease_taken) ? REASON_LEASE_TAKEN : REASON_NO_LEASE) :
 				rec->worker != WORKER_ID_UNSET ? REASON_WORKER_ID_UNSET : REASON_NO_WORKER_ID;
 		}
 		if (r != REASON_NONE)
@@ -866,6 +904,22 @@ refusal_words(NodeReason r, const RefuseArgs *a)
 			}
 			break;
 
+		case REASON_NO_LEASE:
+			errmsg("snowflake has no worker id from registry \"%s\"", a->msg[0]);
+			if (a->detail[0] != NULL)
+				errdetail("snowflake.worker_id is not set, and the keeper could not lease a worker id from the registry: %s",
+						  a->detail[0]);
+			else
+				errdetail("snowflake.worker_id is not set, and the keeper has not leased a worker id from the registry yet.");
+			errhint("Make the registry reachable (the keeper tries again by itself), or set snowflake.worker_id and reload.");
+			break;
+
+		case REASON_LEASE_TAKEN:
+			errmsg("snowflake has no worker id from registry \"%s\"", a->msg[0]);
+			errdetail("Another server of this system identifier holds its lease: this server is a copy of it, or both were made from one data directory image.");
+			errhint("Give this server a worker id by hand in snowflake.worker_id, or initdb it afresh.");
+			break;
+
 			/* standby */
 		case REASON_IN_RECOVERY:
 			errmsg("cannot generate snowflake IDs during recovery");
@@ -1013,6 +1067,7 @@ node_refuse_state(NodeReason r)
 	NodeRecord	rec;
 	int64		trouble_id;
 	char		trouble_layout[NAMEDATALEN];
+	char		registry_error[sizeof(n->registry_error)];
 	const char *worker;
 	RefuseArgs	a = {{0}};
 
@@ -1024,6 +1079,7 @@ node_refuse_state(NodeReason r)
 	rec = n->rec;
 	trouble_id = n->trouble_id;
 	strlcpy(trouble_layout, n->trouble_layout, NAMEDATALEN);
+	strlcpy(registry_error, n->registry_error, sizeof(registry_error));
 	if (!held)
 		LWLockRelease(n->lock);
 	worker = rec.worker == WORKER_ID_UNSET ? "(unknown)" : node_num(rec.worker);
@@ -1050,6 +1106,10 @@ node_refuse_state(NodeReason r)
 		a.detail[0] = worker;
 	else if (r == REASON_WORKER_ID_UNSET)
 		a = (RefuseArgs) {{0}, {worker}, {worker}};
+	else if (r == REASON_NO_LEASE)
+		a = (RefuseArgs) {{registry_display()}, {registry_error[0] ? registry_error : NULL}};
+	else if (r == REASON_LEASE_TAKEN)
+		a.msg[0] = registry_display();
 	else if (r == REASON_UNCLAIMED)
 		a.detail[0] = rec.nown > 0 ? node_num(rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)

@@ -12,6 +12,7 @@
 #ifndef SNOWFLAKE_NODE_H
 #define SNOWFLAKE_NODE_H
 
+#include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 
@@ -109,6 +110,9 @@ typedef enum NodeReason
 	REASON_WORKER_ID_UNSET,
 	/* NODE_HELD_CLAIMED */
 	REASON_UNCLAIMED,
+	/* NODE_BLOCKED */
+	REASON_NO_LEASE,
+	REASON_LEASE_TAKEN,
 	NUM_REASONS
 } NodeReason;
 
@@ -185,6 +189,8 @@ typedef struct NodeRecord
 	uint32		nown;			/* claims this system made; 1.2's first
 								 * files: 0 */
 	int32		own[OWN_MAX];	/* the latest of them */
+	int32		leased;			/* 1 + the worker id the registry leased this
+								 * node (its system identifier); 0: none */
 } NodeRecord;
 
 /* the node started in recovery or without a file: apply the floor */
@@ -255,6 +261,13 @@ typedef struct NodeShared
 	/* the reading the worker id in force was last published from */
 	pg_atomic_uint32 published;
 	pg_atomic_uint64 published_at;
+	/* why the keeper's last lease from the registry failed; "": not tried */
+	char		registry_error[256];
+	/* the registry said another server of this system holds its lease */
+	pg_atomic_uint32 lease_taken;
+	/* the keeper's next try and its pause after a failure: kept across its restarts */
+	TimestampTz registry_next_try;
+	int			registry_gap;
 } NodeShared;
 
 extern NodeShared *node_shared;
@@ -300,6 +313,7 @@ extern void node_find(NodeCheck check, NodeReason r);
 extern NodeReason node_found(NodeCheck check);
 extern NodeReason node_settings_reason(void);
 extern int	node_configured_worker(void);
+extern const char *node_worker_source(void);
 extern NodeReason node_verdict_before(const NodeRecord *rec, NodeCheck upto);
 extern NodeReason node_verdict(const NodeRecord *rec);
 extern bool node_refuses(NodeReason r);

@@ -38,6 +38,7 @@ int			snowflake_worker_id = WORKER_ID_UNSET;
 int			snowflake_max_clock_backward_ms = 10;
 int			snowflake_max_run_ahead_ms = 0;
 int			snowflake_launch_id = 0;
+char	   *snowflake_registry = NULL;
 int			snowflake_decimal_generator_min = 0;
 int			snowflake_decimal_generator_max = 99999;
 const SnowflakeLayout *snowflake_layout = NULL;
@@ -74,6 +75,7 @@ static const char *const setting_names[] = {
 	"snowflake.custom_tick_ms",
 	"snowflake.custom_seq_above_worker",
 	"snowflake.custom_epoch",
+	"snowflake.registry",
 	"snowflake.launch_id",
 	"snowflake.decimal_generator_min",
 	"snowflake.decimal_generator_max",
@@ -322,6 +324,13 @@ define_start_settings(void)
 							   "Epoch of the custom layout: a UTC date and time, or Unix milliseconds.",
 							   NULL, &custom_epoch, "2016-11-01 00:00:00",
 							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+	/* it may hold a password: only superusers read it */
+	DefineCustomStringVariable("snowflake.registry",
+							   "Registry database this node leases its worker id from, while snowflake.worker_id is not set: a libpq connection string or service name.",
+							   "Empty: no registry.",
+							   &snowflake_registry, "",
+							   PGC_POSTMASTER, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 
 	define_postmaster_int("snowflake.launch_id",
 						  "DecimalId launch id, given by the deployment (0 only for tests).",

@@ -37,6 +37,7 @@ extern int	snowflake_worker_id;
 extern int	snowflake_max_clock_backward_ms;
 extern int	snowflake_max_run_ahead_ms;
 extern int	snowflake_launch_id;
+extern char *snowflake_registry;
 extern int	snowflake_decimal_generator_min;
 extern int	snowflake_decimal_generator_max;
 
@@ -76,5 +77,12 @@ extern const char *settings_worker_rejected(void);
 extern uint64 settings_worker_read_at(void);
 extern const SnowflakeLayout *settings_layout_in_force(void);
 extern int64 settings_max_lead_ms(void);
+
+/* a registry to lease the worker id from is named */
+static inline bool
+settings_registry_named(void)
+{
+	return snowflake_registry != NULL && snowflake_registry[0] != '\0';
+}
 
 #endif							/* SNOWFLAKE_SETTINGS_H */

@@ -51,6 +51,8 @@ is(join(' ', map { write_rows($_, 50) } @a[ 0, 1 ]), '1 2', 'the IDs they genera
 ($rc, $out) = mesh('status', conn($a[0]), conn($a[1]));
 is($rc, 0, 'the mesh is whole') or diag($out);
 like($out, qr/worker 1 at .*\n(?:  .*\n)*  worker 1: given by the mesh\n/, 'status says the mesh gave the worker id');
+is($a[0]->safe_psql('postgres', 'SELECT worker_id_source FROM snowflake.snowflake_status'), 'mesh',
+	'and so does snowflake_status');
 
 # a node that leaves keeps its claim: its id is retired
 mesh_ok_or_die('auto2 leaves', 'leave', conn($a[1]), conn($a[0]));
