@@ -78,11 +78,18 @@ my $members = q{
 	FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
 	WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
 	  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake') AND d.deptype = 'e'};
-is(super('victim', "SELECT string_agg(p.pronamespace::regnamespace || '.' || p.proname, ', ') $members AND p.prosecdef"),
-	'snowflake.snowflake_narrow_defaults_check', 'one SECURITY DEFINER function, the event trigger\'s');
-is(super('victim', q{SELECT r.rolsuper FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
-	WHERE p.oid = 'snowflake.snowflake_narrow_defaults_check()'::regprocedure}),
-	't', '... which a superuser owns');
+is(super('victim', "SELECT string_agg(p.pronamespace::regnamespace || '.' || p.proname, ', ' ORDER BY p.proname) $members AND p.prosecdef"),
+	'snowflake.snowflake_narrow_defaults_check, snowflake.snowflake_registry_lease',
+	'two SECURITY DEFINER functions: the event trigger\'s, and the registry\'s lease (for the role an admin grants it to)');
+is(super('victim', "SELECT string_agg(p.proname, ', ' ORDER BY p.proname) $members AND p.prosecdef AND NOT EXISTS
+	(SELECT FROM pg_roles r WHERE r.oid = p.proowner AND r.rolsuper)"),
+	'', '... which a superuser owns');
+is(super('victim', "SELECT string_agg(p.proname, ', ' ORDER BY p.proname) $members AND p.prosecdef
+	AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))"),
+	'', '... each with its search_path pinned');
+is(super('victim', q{SELECT has_function_privilege('public',
+	'snowflake.snowflake_registry_lease(bigint, bigint, text, integer)', 'EXECUTE')}),
+	'f', '... and the lease not executable by PUBLIC');
 
 # That function runs as its owner at the end of every role's CREATE or
 # ALTER TABLE: a function a role puts before pg_catalog in its search_path
