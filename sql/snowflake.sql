@@ -2902,7 +2902,7 @@ BEGIN
 				RAISE EXCEPTION 'another server of system % holds its lease', $1
 					USING ERRCODE = 'SR002',
 						  DETAIL = 'Its live lease was given to a server with another token: a copy of that server, or a server made from the same data directory image.',
-						  HINT = 'Give this server a worker id by hand in snowflake.worker_id, or initdb it afresh.';
+						  HINT = 'If the server that holds the lease is gone for good and this one is its restore, release its worker id with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id on this server, or initdb it afresh.';
 			END IF;
 			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
 				WHERE r.system_identifier = $1 AND r.released_at IS NULL;

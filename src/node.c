@@ -911,13 +911,13 @@ refusal_words(NodeReason r, const RefuseArgs *a)
 						  a->detail[0]);
 			else
 				errdetail("snowflake.worker_id is not set, and the keeper has not leased a worker id from the registry yet.");
-			errhint("Make the registry reachable (the keeper tries again by itself), or set snowflake.worker_id and reload.");
+			errhint("Remove the cause the detail names (the keeper tries again by itself), or set snowflake.worker_id and reload.");
 			break;
 
 		case REASON_LEASE_TAKEN:
 			errmsg("snowflake has no worker id from registry \"%s\"", a->msg[0]);
-			errdetail("Another server of this system identifier holds its lease: this server is a copy of it, or both were made from one data directory image.");
-			errhint("Give this server a worker id by hand in snowflake.worker_id, or initdb it afresh.");
+			errdetail("Another server of this system identifier holds its lease: this server is a copy or a restore of it, or both were made from one data directory image.");
+			errhint("If the server that holds the lease is gone for good and this one is its restore, release its worker id on the registry with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id, or initdb this server afresh.");
 			break;
 
 			/* standby */
