@@ -1445,18 +1445,52 @@ sub make_standby
 }
 
 # Wait until a standby has replayed what its upstream has flushed now.
-# Returns whether it did.
+# Returns whether it did, within 30 s (a deadline, not a count of tries:
+# on a busy machine each try is slow).
+#
+# A walsender that started while its server's clock was a day ahead (a
+# glitch: the old one ended on "replication timeout" and the standby
+# reconnected at once) was seen on 16 to hold WAL it had flushed unsent
+# for as long as it lived, the standby's replies notwithstanding; the
+# history made that clock, so after 5 s such walsenders are ended (the
+# standby reconnects), said in the log.  Anything else that keeps the
+# standby behind is reported with what both servers show.
 sub catch_up
 {
 	my ($up, $sb) = @_;
 	my (undef, $lsn) = try_sql($up, 'SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END');
-	for (1 .. 100)
+	return 1 unless $lsn;
+	my $start = time;
+	my $nudged = 0;
+	while (1)
 	{
 		my (undef, $done) = try_sql($sb, "SELECT pg_last_wal_replay_lsn() >= '$lsn'");
-		return 1 if !$lsn || $done eq 't';
+		return 1 if $done eq 't';
+		if (!$nudged && time > $start + 5)
+		{
+			$nudged = 1;
+			my (undef, $ended) = try_sql($up,
+				'SELECT count(pg_terminate_backend(pid)) FROM pg_stat_replication WHERE backend_start > now()');
+			note("catch_up: $ended walsender(s) of " . $up->name . " started under a clock ahead of now, ended")
+			  if $ended;
+		}
+		if (time > $start + 30)
+		{
+			for my $n ($up, $sb)
+			{
+				for my $q ('SELECT pid, backend_type, backend_start, wait_event FROM pg_stat_activity',
+					'SELECT pid, backend_start, sent_lsn, flush_lsn, replay_lsn, reply_time FROM pg_stat_replication',
+					'SELECT pid, status, flushed_lsn, latest_end_lsn FROM pg_stat_wal_receiver',
+					'SELECT now(), CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END')
+				{
+					my (undef, $o, $e) = try_sql($n, $q);
+					diag("catch_up, " . $n->name . ": $q\n$o$e");
+				}
+			}
+			return 0;
+		}
 		select(undef, undef, undef, 0.1);
 	}
-	return 0;
 }
 
 sub standby_op
@@ -1647,7 +1681,7 @@ sub worker_retired
 	if (!catch_up($node, $sb))
 	{
 		# the history's fault, not the node's: the standby lost its stream
-		violation($h, 'worker-id change: the standby did not replay its primary\'s WAL in 10 s (the checker keeps wal_keep_size for it)');
+		violation($h, 'worker-id change: the standby did not replay its primary\'s WAL in 30 s (the checker keeps wal_keep_size for it)');
 		return;
 	}
 	my $want = settings_rejected($sb->{torture_layout} // '') ? 'disabled/layout_unusable' :
