@@ -113,6 +113,7 @@ typedef enum NodeReason
 	/* NODE_BLOCKED */
 	REASON_NO_LEASE,
 	REASON_LEASE_TAKEN,
+	REASON_LEASE_LOST,
 	NUM_REASONS
 } NodeReason;
 
@@ -263,11 +264,17 @@ typedef struct NodeShared
 	pg_atomic_uint64 published_at;
 	/* why the keeper's last lease from the registry failed; "": not tried */
 	char		registry_error[256];
-	/* the registry said another server of this system holds its lease */
-	pg_atomic_uint32 lease_taken;
+	/*
+	 * What the registry last said against this server (a NodeReason):
+	 * REASON_LEASE_TAKEN, another server of this system holds its lease;
+	 * REASON_LEASE_LOST, the worker id it holds is leased to another
+	 */
+	pg_atomic_uint32 registry_found;
 	/* the keeper's next try and its pause after a failure: kept across its restarts */
 	TimestampTz registry_next_try;
 	int			registry_gap;
+	/* when the keeper next renews the lease the node holds; 0: at once */
+	TimestampTz registry_renew_at;
 } NodeShared;
 
 extern NodeShared *node_shared;
