@@ -243,7 +243,7 @@ my $bsys = $b->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_s
 my $live_b = "SELECT count(*) FROM snowflake.snowflake_registry WHERE worker_id = $wb AND released_at IS NULL AND system_identifier = $bsys";
 $reg->safe_psql('postgres', "DELETE FROM snowflake.snowflake_registry WHERE worker_id = $wb");
 $b->restart;
-ok($reg->poll_query_until('postgres', "$live_b = 1"),
+ok($reg->poll_query_until('postgres', "SELECT ($live_b) = 1"),
 	"the registry lost b's lease: b's restart renews it");
 $b->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
 is(workers($b), $wb, 'b generates under it');
