@@ -389,6 +389,18 @@ node_configured_worker(void)
 }
 
 /*
+ * Whether the lease the record keeps is one the registry gives another
+ * server now (lease_lost): its worker id is not published.
+ */
+bool
+node_lease_lost(void)
+{
+	return (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
+		settings_registry_named() &&
+		pg_atomic_read_u32(&node_shared->registry_found) == REASON_LEASE_LOST;
+}
+
+/*
  * Where the worker id in force comes from, as snowflake_status shows it:
  * "configured" (snowflake.worker_id), "registry" (the lease the record
  * keeps), or NULL (none).

@@ -322,6 +322,7 @@ extern NodeReason node_settings_reason(void);
 extern int	node_configured_worker(void);
 extern const char *node_worker_source(void);
 extern NodeReason node_verdict_before(const NodeRecord *rec, NodeCheck upto);
+extern bool node_lease_lost(void);
 extern NodeReason node_verdict(const NodeRecord *rec);
 extern bool node_refuses(NodeReason r);
 extern bool node_mark_readable(void);

@@ -538,7 +538,11 @@ try_lease(int held)
 	if (held == 0)
 		pg_atomic_write_u32(&node_shared->registry_found, said);
 	else if (said == REASON_LEASE_LOST)
+	{
+		/* the worker id in force is withdrawn: calls meet the verdict */
 		pg_atomic_write_u32(&node_shared->registry_found, REASON_LEASE_LOST);
+		identity_publish();
+	}
 	node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
 	node_shared->registry_renew_at = node_shared->registry_next_try;
 	node_shared->registry_gap = Min(gap * 2, RETRY_MOST_MS);
