@@ -2873,7 +2873,7 @@ FOR EACH ROW EXECUTE FUNCTION snowflake_registry_guard();
 -- committed after a unique violation; the retries are bounded all the same.
 -- max_worker is at most 65535, the widest worker field of the named layouts.
 -- held, when not 0, is the worker id the server holds in its own record
--- (its renewal, at each start of its keeper and every five minutes): the
+-- (its renewal, at each start of the server and every five minutes): the
 -- registry confirms it, or takes it back for the server where the
 -- registry lost the lease (restored from an older backup, failed over to
 -- a standby without its commit) or a superuser released it meanwhile,
@@ -2904,41 +2904,38 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'It must be between 0 and 65535, the widest worker field of the named layouts.';
 	END IF;
-	IF $5 < 0 OR $5 > 65535 THEN
+	IF $5 < 0 OR $5 > $4 THEN
 		RAISE EXCEPTION 'held worker id % is out of range', $5
 			USING ERRCODE = 'invalid_parameter_value',
-				  DETAIL = 'It must be between 0 (none) and 65535.';
+				  DETAIL = 'It must be between 0 (none) and max_worker.';
 	END IF;
 	FOR attempt IN 1..100 LOOP
-		SELECT r.token, r.worker_id INTO held_token, held_worker FROM @extschema@.snowflake_registry r
-			WHERE r.system_identifier = $1 AND r.released_at IS NULL;
-		IF FOUND AND held_token = $2 AND $5 <> 0 AND held_worker <> $5 THEN
-			RAISE EXCEPTION 'the registry leases worker id % to this server, which holds worker id %', held_worker, $5
-				USING ERRCODE = 'SR005',
-					  DETAIL = 'The server holds a lease in its own record that the registry gave it before and has since replaced.',
-					  HINT = 'Release one of the two with snowflake_registry_release(), giving the floor its IDs reached.';
-		END IF;
-		IF FOUND THEN
-			IF held_token <> $2 THEN
-				RAISE EXCEPTION 'another server of system % holds its lease', $1
-					USING ERRCODE = 'SR002',
-						  DETAIL = 'Its live lease was given to a server with another token: this server is a copy or a restore of that server, or both were made from the same data directory image.',
-						  HINT = 'If the server that holds the lease is gone for good, with every standby of it, and this one is its restore, release the holder''s worker id with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id on this server, or initdb it afresh.';
-			END IF;
-			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
-				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
-			RETURN;
-		END IF;
 		IF $5 <> 0 THEN
-			-- the server's lease is not live here: take it back, unless
-			-- another lease holds its worker id now
-			SELECT r.system_identifier INTO other FROM @extschema@.snowflake_registry r
+			-- a renewal, judged by its worker id's row first: live for this
+			-- server, confirmed; live for any other lease, SR005
+			SELECT r.system_identifier, r.token INTO other, held_token
+				FROM @extschema@.snowflake_registry r
 				WHERE r.worker_id = $5 AND r.released_at IS NULL;
-			IF FOUND THEN
+			IF FOUND AND other = $1 AND held_token = $2 THEN
+				RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
+					WHERE r.worker_id = $5 AND r.released_at IS NULL;
+				RETURN;
+			ELSIF FOUND THEN
 				RAISE EXCEPTION 'worker id % is leased to another server', $5
 					USING ERRCODE = 'SR005',
 						  DETAIL = pg_catalog.format('The server holds it in its own record; the registry leases it to a server of system %s.', other),
-						  HINT = 'Stop one of the two servers, and release its worker id with snowflake_registry_release(), giving the floor its IDs reached.';
+						  HINT = 'Set snowflake.worker_id on the server that asked; or, once the other server is gone for good with every standby of it, release its lease of this worker id with snowflake_registry_release(), giving the floor its IDs reached.';
+			END IF;
+			-- not live: lost by the registry or released; this system's
+			-- lease held by another server, or another lease of this server,
+			-- stands in the way
+			SELECT r.worker_id INTO held_worker FROM @extschema@.snowflake_registry r
+				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+			IF FOUND THEN
+				RAISE EXCEPTION 'worker id % is leased to another server', $5
+					USING ERRCODE = 'SR005',
+						  DETAIL = pg_catalog.format('The server holds it in its own record; the registry leases worker id %s to its system since.', held_worker),
+						  HINT = 'Set snowflake.worker_id on the server that asked; or, once no server runs under the system''s other lease with every standby of it gone, release that lease with snowflake_registry_release(), giving the floor its IDs reached.';
 			END IF;
 			BEGIN
 				RETURN QUERY UPDATE @extschema@.snowflake_registry r
@@ -2959,6 +2956,19 @@ BEGIN
 				NULL;
 			END;
 			CONTINUE;
+		END IF;
+		SELECT r.token INTO held_token FROM @extschema@.snowflake_registry r
+			WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+		IF FOUND THEN
+			IF held_token <> $2 THEN
+				RAISE EXCEPTION 'another server of system % holds its lease', $1
+					USING ERRCODE = 'SR002',
+						  DETAIL = 'Its live lease was given to a server with another token: this server is a copy or a restore of that server, or both were made from the same data directory image.',
+						  HINT = 'If the server that holds the lease is gone for good, with every standby of it, and this one is its restore, release the holder''s worker id with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id on this server, or initdb it afresh.';
+			END IF;
+			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
+				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+			RETURN;
 		END IF;
 		BEGIN
 			-- the lowest released one; a concurrent taker of the same row

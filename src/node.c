@@ -389,18 +389,6 @@ node_configured_worker(void)
 }
 
 /*
- * Whether the lease the record keeps is one the registry gives another
- * server now (lease_lost): its worker id is not published.
- */
-bool
-node_lease_lost(void)
-{
-	return (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
-		settings_registry_named() &&
-		pg_atomic_read_u32(&node_shared->registry_found) == REASON_LEASE_LOST;
-}
-
-/*
  * Where the worker id in force comes from, as snowflake_status shows it:
  * "configured" (snowflake.worker_id), "registry" (the lease the record
  * keeps), or NULL (none).
@@ -427,8 +415,22 @@ registry_verdict(const NodeRecord *rec, NodeShared *n)
 	NodeReason	said = (NodeReason) pg_atomic_read_u32(&n->registry_found);
 
 	if (rec->leased > 0)
-		return said == REASON_LEASE_LOST ? REASON_LEASE_LOST : REASON_NONE;
+		return said == REASON_LEASE_LOST || (rec->flags & RECORD_LEASE_LOST) ?
+			REASON_LEASE_LOST : REASON_NONE;
 	return said == REASON_LEASE_TAKEN ? REASON_LEASE_TAKEN : REASON_NO_LEASE;
+}
+
+/*
+ * Whether the lease the record keeps is one the registry gives another
+ * server now (lease_lost): its worker id is not published.  With the lock
+ * held.
+ */
+bool
+node_lease_lost(void)
+{
+	return (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
+		settings_registry_named() && node_shared->rec.leased > 0 &&
+		registry_verdict(&node_shared->rec, node_shared) == REASON_LEASE_LOST;
 }
 
 /*
@@ -946,7 +948,8 @@ refusal_words(NodeReason r, const RefuseArgs *a)
 				   a->msg[0], a->msg[1]);
 			errdetail("This server holds the lease in its own record, and the registry no longer does: it lost the lease (restored from an older backup, or failed over to a standby without it) or a superuser released it, and leased the worker id again. The registry said: %s",
 					  a->detail[0]);
-			errhint("Stop the other server and release its lease on the registry with snowflake_registry_release(), giving the floor its IDs reached (the keeper asks again by itself), or set snowflake.worker_id on this server and reload.");
+			errhint("Set snowflake.worker_id on this server to a worker id no other server uses, and reload; or, once the server that holds worker id %s in the registry is gone for good with every standby of it, release its lease with snowflake_registry_release(), giving the floor its IDs reached (the keeper asks again by itself).",
+					a->msg[0]);
 			break;
 
 		case REASON_LEASE_TAKEN:

@@ -204,6 +204,8 @@ typedef struct NodeRecord
 #define RECORD_WORKER_REPLAYED	0x8
 /* released as a copy by a worker id of its own: copy_of is its source's */
 #define RECORD_COPY_OF			0x10
+/* the registry leases the worker id of leased to another server now */
+#define RECORD_LEASE_LOST		0x20
 
 /* the node's part of the record: what a standby takes from its primary */
 #define NODE_PART		offsetof(NodeRecord, system_identifier)
@@ -267,7 +269,8 @@ typedef struct NodeShared
 	/*
 	 * What the registry last said against this server (a NodeReason):
 	 * REASON_LEASE_TAKEN, another server of this system holds its lease;
-	 * REASON_LEASE_LOST, the worker id it holds is leased to another
+	 * REASON_LEASE_LOST, the worker id it holds is leased to another (the
+	 * record keeps that too, RECORD_LEASE_LOST, across restarts)
 	 */
 	pg_atomic_uint32 registry_found;
 	/* the keeper's next try and its pause after a failure: kept across its restarts */

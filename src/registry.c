@@ -113,7 +113,9 @@ registry_display(void)
 /*
  * Wait until the socket is ready for io, or the deadline; false at the
  * deadline.  Interrupts are served meanwhile: a shutdown ends the keeper
- * here too.
+ * here too.  So is the reservation, as often as the keeper's own round
+ * does it: a node that generates under a lease goes on generating while
+ * its renewal waits on a slow registry.
  */
 static bool
 wait_socket(PGconn *conn, int io, TimestampTz deadline)
@@ -127,13 +129,14 @@ wait_socket(PGconn *conn, int io, TimestampTz deadline)
 			return false;
 		rc = WaitLatchOrSocket(MyLatch,
 							   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT | io,
-							   PQsocket(conn), ms,
+							   PQsocket(conn), Min(ms, SNOWFLAKE_WINDOW_MS / 10),
 							   compat_wait_event("SnowflakeRegistry", &wait_event_registry));
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
+		mark_keep_ahead();
 		if (rc & io)
 			return true;
 	}
@@ -376,18 +379,24 @@ done:
 
 /*
  * Make the lease the node's: in its record, durable, above its floor.  A
- * renewal (renew) changes the record only where the floor is above the
- * last ID, which a release of the worker id by a superuser may give.
+ * renewal (renew) changes the record only where it ends a lost lease or
+ * the floor is above the last ID (a release of the worker id by a
+ * superuser may give one).
  */
 static void
 record_lease(int worker, int64 floor, bool renew)
 {
 	NodeRecord	next;
-	bool		write = !renew || floor > mark_last_id();
+	bool		was_lost;
+	bool		write;
 
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	next = node_shared->rec;
+	was_lost = (next.flags & RECORD_LEASE_LOST) != 0 ||
+		pg_atomic_read_u32(&node_shared->registry_found) == REASON_LEASE_LOST;
+	write = !renew || was_lost || floor > mark_last_id();
 	next.leased = worker + 1;
+	next.flags &= ~RECORD_LEASE_LOST;
 	if (write && floor > 0)
 	{
 		/* as a confirmation's floor: logged, so standbys continue above it */
@@ -405,12 +414,11 @@ record_lease(int worker, int64 floor, bool renew)
 	node_shared->registry_error[0] = '\0';
 	node_shared->registry_gap = RETRY_FIRST_MS;
 	node_shared->registry_renew_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RENEW_MS);
-	renew = renew && pg_atomic_read_u32(&node_shared->registry_found) == REASON_LEASE_LOST;
 	pg_atomic_write_u32(&node_shared->registry_found, REASON_NONE);
 	if (write)
 		identity_log_record(&node_shared->rec);
 	LWLockRelease(node_shared->lock);
-	if (renew)
+	if (renew && write)
 		ereport(LOG,
 				(errmsg("snowflake renewed its lease of worker id %d from registry \"%s\"",
 						worker, registry_display()),
@@ -533,14 +541,28 @@ try_lease(int held)
 			return;
 		}
 	}
+	/* a renewal the registry answered with another server's lease */
+	if (held > 0 && said != REASON_NONE)
+		said = REASON_LEASE_LOST;
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-	strlcpy(node_shared->registry_error, err, sizeof(node_shared->registry_error));
+	/* a lost lease keeps the registry's words until it is renewed */
+	if (said != REASON_NONE || !node_lease_lost())
+		strlcpy(node_shared->registry_error, err, sizeof(node_shared->registry_error));
 	if (held == 0)
 		pg_atomic_write_u32(&node_shared->registry_found, said);
 	else if (said == REASON_LEASE_LOST)
 	{
-		/* the worker id in force is withdrawn: calls meet the verdict */
+		NodeRecord	next = node_shared->rec;
+
+		/*
+		 * Durable, so that a restart does not generate under it before its
+		 * renewal; should the write fail, this start still refuses.  The
+		 * worker id in force is withdrawn: calls meet the verdict.
+		 */
 		pg_atomic_write_u32(&node_shared->registry_found, REASON_LEASE_LOST);
+		next.flags |= RECORD_LEASE_LOST;
+		if ((node_shared->rec.flags & RECORD_LEASE_LOST) == 0)
+			(void) node_save(&next, SAVE_STATE, LOG);
 		identity_publish();
 	}
 	node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);

@@ -257,6 +257,12 @@ ok($b->poll_query_until('postgres', "SELECT state || '/' || reason = 'blocked/le
 my $b_rows = $b->safe_psql('postgres', 'SELECT count(*) FROM t');
 is(refusal($b), '55S12', 'with SQLSTATE 55S12');
 is($b->safe_psql('postgres', 'SELECT count(*) FROM t'), $b_rows, 'and issues no ID');
+# the record keeps the lost lease: restarted with the registry down, b
+# still refuses
+$reg->stop;
+$b->restart;
+is(refusal($b), '55S12', 'restarted with the registry down, b still refuses with 55S12');
+$reg->start;
 # the hint's step: the other server stopped, its lease released with the
 # floor its IDs reached (here the present, above every ID b issued)
 my $b_floor = $b->safe_psql('postgres',
