@@ -2890,6 +2890,7 @@ AS $$
 DECLARE
 	held_token bigint;
 	held_worker integer;
+	held_floor bigint;
 	other bigint;
 BEGIN
 	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
@@ -2912,13 +2913,15 @@ BEGIN
 	FOR attempt IN 1..100 LOOP
 		IF $5 <> 0 THEN
 			-- a renewal, judged by its worker id's row first: live for this
-			-- server, confirmed; live for any other lease, SR005
-			SELECT r.system_identifier, r.token INTO other, held_token
+			-- system, confirmed (under any token: a standby made before its
+			-- primary's first request holds the lease through WAL, without
+			-- the token; servers of one system that run at once are the
+			-- node's copy detection's to hold); live for another, SR005
+			SELECT r.system_identifier, r.floor INTO other, held_floor
 				FROM @extschema@.snowflake_registry r
 				WHERE r.worker_id = $5 AND r.released_at IS NULL;
-			IF FOUND AND other = $1 AND held_token = $2 THEN
-				RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
-					WHERE r.worker_id = $5 AND r.released_at IS NULL;
+			IF FOUND AND other = $1 THEN
+				RETURN QUERY SELECT $5, held_floor;
 				RETURN;
 			ELSIF FOUND THEN
 				RAISE EXCEPTION 'worker id % is leased to another server', $5

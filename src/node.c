@@ -415,7 +415,7 @@ registry_verdict(const NodeRecord *rec, NodeShared *n)
 	NodeReason	said = (NodeReason) pg_atomic_read_u32(&n->registry_found);
 
 	if (rec->leased > 0)
-		return said == REASON_LEASE_LOST || (rec->flags & RECORD_LEASE_LOST) ?
+		return said == REASON_LEASE_LOST || rec->lease_lost ?
 			REASON_LEASE_LOST : REASON_NONE;
 	return said == REASON_LEASE_TAKEN ? REASON_LEASE_TAKEN : REASON_NO_LEASE;
 }
@@ -944,12 +944,11 @@ refusal_words(NodeReason r, const RefuseArgs *a)
 			break;
 
 		case REASON_LEASE_LOST:
-			errmsg("snowflake worker id %s is leased to another server by registry \"%s\"",
+			errmsg("snowflake worker id %s is no longer this server's lease in registry \"%s\"",
 				   a->msg[0], a->msg[1]);
-			errdetail("This server holds the lease in its own record, and the registry no longer does: it lost the lease (restored from an older backup, or failed over to a standby without it) or a superuser released it, and leased the worker id again. The registry said: %s",
+			errdetail("This server holds the lease in its own record, and the registry no longer does: it lost the lease (restored from an older backup, or failed over to a standby without it) or a superuser released it, and leased again what the registry's words name. The registry said: %s",
 					  a->detail[0]);
-			errhint("Set snowflake.worker_id on this server to a worker id no other server uses, and reload; or, once the server that holds worker id %s in the registry is gone for good with every standby of it, release its lease with snowflake_registry_release(), giving the floor its IDs reached (the keeper asks again by itself).",
-					a->msg[0]);
+			errhint("Set snowflake.worker_id on this server to a worker id no other server uses, and reload; or, once no server runs under the lease the registry's words name, release it with snowflake_registry_release(), giving the floor its IDs reached (the keeper asks again by itself).");
 			break;
 
 		case REASON_LEASE_TAKEN:
@@ -1150,7 +1149,7 @@ node_refuse_state(NodeReason r)
 		a.msg[0] = registry_display();
 	else if (r == REASON_LEASE_LOST)
 		a = (RefuseArgs) {{node_num(rec.leased - 1), registry_display()},
-		{registry_error[0] ? registry_error : "(not known)"}};
+		{registry_error[0] ? registry_error : "(not known since this server started)"}};
 	else if (r == REASON_UNCLAIMED)
 		a.detail[0] = rec.nown > 0 ? node_num(rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)

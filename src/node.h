@@ -192,6 +192,8 @@ typedef struct NodeRecord
 	int32		own[OWN_MAX];	/* the latest of them */
 	int32		leased;			/* 1 + the worker id the registry leased this
 								 * node (its system identifier); 0: none */
+	int32		lease_lost;		/* 1: the registry said that worker id is no
+								 * longer this node's lease (lease_lost) */
 } NodeRecord;
 
 /* the node started in recovery or without a file: apply the floor */
@@ -204,8 +206,6 @@ typedef struct NodeRecord
 #define RECORD_WORKER_REPLAYED	0x8
 /* released as a copy by a worker id of its own: copy_of is its source's */
 #define RECORD_COPY_OF			0x10
-/* the registry leases the worker id of leased to another server now */
-#define RECORD_LEASE_LOST		0x20
 
 /* the node's part of the record: what a standby takes from its primary */
 #define NODE_PART		offsetof(NodeRecord, system_identifier)
@@ -269,8 +269,8 @@ typedef struct NodeShared
 	/*
 	 * What the registry last said against this server (a NodeReason):
 	 * REASON_LEASE_TAKEN, another server of this system holds its lease;
-	 * REASON_LEASE_LOST, the worker id it holds is leased to another (the
-	 * record keeps that too, RECORD_LEASE_LOST, across restarts)
+	 * REASON_LEASE_LOST, the worker id it holds is no longer its lease (the
+	 * record keeps that too, lease_lost, across restarts and for standbys)
 	 */
 	pg_atomic_uint32 registry_found;
 	/* the keeper's next try and its pause after a failure: kept across its restarts */

@@ -392,11 +392,11 @@ record_lease(int worker, int64 floor, bool renew)
 
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	next = node_shared->rec;
-	was_lost = (next.flags & RECORD_LEASE_LOST) != 0 ||
+	was_lost = next.lease_lost != 0 ||
 		pg_atomic_read_u32(&node_shared->registry_found) == REASON_LEASE_LOST;
 	write = !renew || was_lost || floor > mark_last_id();
 	next.leased = worker + 1;
-	next.flags &= ~RECORD_LEASE_LOST;
+	next.lease_lost = 0;
 	if (write && floor > 0)
 	{
 		/* as a confirmation's floor: logged, so standbys continue above it */
@@ -497,7 +497,7 @@ try_lease(int held)
 	int			worker = 0;
 	int64		floor = 0;
 	NodeReason	said = REASON_NONE;
-	char		err[sizeof(node_shared->registry_error)];
+	char		err[sizeof(node_shared->registry_error)] = "";
 	const SnowflakeLayout *l = snowflake_layout;
 	int			gap;
 
@@ -555,14 +555,15 @@ try_lease(int held)
 		NodeRecord	next = node_shared->rec;
 
 		/*
-		 * Durable, so that a restart does not generate under it before its
-		 * renewal; should the write fail, this start still refuses.  The
-		 * worker id in force is withdrawn: calls meet the verdict.
+		 * Durable and logged, so that neither a restart nor a standby
+		 * promoted generates under it before a renewal; should the write
+		 * fail, this start still refuses.  The worker id in force is
+		 * withdrawn: calls meet the verdict.
 		 */
 		pg_atomic_write_u32(&node_shared->registry_found, REASON_LEASE_LOST);
-		next.flags |= RECORD_LEASE_LOST;
-		if ((node_shared->rec.flags & RECORD_LEASE_LOST) == 0)
-			(void) node_save(&next, SAVE_STATE, LOG);
+		next.lease_lost = 1;
+		if (!node_shared->rec.lease_lost && node_save(&next, SAVE_BOTH, LOG))
+			identity_log_record(&node_shared->rec);
 		identity_publish();
 	}
 	node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);

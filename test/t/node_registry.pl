@@ -276,4 +276,23 @@ $b->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 10
 is($b->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $b_floor AND (snowflake_decode(id)).worker_id = $wb"),
 	'100', 'its new IDs are all above the floor the release gave');
 
+# a standby made before its primary's first request (no token file) is
+# promoted: its renewal, under a token of its own, is its system's lease
+my $g = fleet_node('g', streaming => 1);
+my $wg = leased($g);
+$g->backup('gbk');
+my $g2 = PostgreSQL::Test::Cluster->new('g2');
+$g2->init_from_backup($g, 'gbk', has_streaming => 1);
+unlink($g2->data_dir . '/snowflake.lease_token');
+$g2->start;
+$g->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+$g->wait_for_catchup($g2);
+$g->stop;
+$g2->promote;
+ok($g2->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+	  && -f $g2->data_dir . '/snowflake.lease_token',
+	'a standby made without its primary\'s token, promoted, renews and is ready');
+$g2->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+is(workers($g2), $wg, 'and generates under its primary\'s lease');
+
 done_testing();
