@@ -2872,15 +2872,26 @@ FOR EACH ROW EXECUTE FUNCTION snowflake_registry_guard();
 -- on the table.  Only READ COMMITTED sees the row a concurrent lease
 -- committed after a unique violation; the retries are bounded all the same.
 -- max_worker is at most 65535, the widest worker field of the named layouts.
+-- held, when not 0, is the worker id the server holds in its own record
+-- (its renewal, at each start of the server and every five minutes): the
+-- registry confirms it, or takes it back for the server where the
+-- registry lost the lease (restored from an older backup, failed over to
+-- a standby without its commit) or a superuser released it meanwhile,
+-- with the floor the release gave; where another lease holds it now,
+-- SR005, and the node refuses (55S12).
 CREATE FUNCTION snowflake_registry_lease(system_identifier bigint, token bigint,
-										 node_name text, max_worker integer)
+										 node_name text, max_worker integer,
+										 held integer)
 RETURNS TABLE (worker_id integer, floor bigint)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-	held bigint;
+	held_token bigint;
+	held_worker integer;
+	held_floor bigint;
+	other bigint;
 BEGIN
 	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
 		RAISE EXCEPTION 'snowflake_registry_lease() runs only at isolation level READ COMMITTED'
@@ -2894,15 +2905,69 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'It must be between 0 and 65535, the widest worker field of the named layouts.';
 	END IF;
+	IF $5 < 0 OR $5 > $4 THEN
+		RAISE EXCEPTION 'held worker id % is out of range', $5
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'It must be between 0 (none) and max_worker.';
+	END IF;
 	FOR attempt IN 1..100 LOOP
-		SELECT r.token INTO held FROM @extschema@.snowflake_registry r
+		IF $5 <> 0 THEN
+			-- a renewal, judged by its worker id's row first: live for this
+			-- system, confirmed (under any token: a standby made before its
+			-- primary's first request holds the lease through WAL, without
+			-- the token; servers of one system that run at once are the
+			-- node's copy detection's to hold); live for another, SR005
+			SELECT r.system_identifier, r.floor INTO other, held_floor
+				FROM @extschema@.snowflake_registry r
+				WHERE r.worker_id = $5 AND r.released_at IS NULL;
+			IF FOUND AND other = $1 THEN
+				RETURN QUERY SELECT $5, held_floor;
+				RETURN;
+			ELSIF FOUND THEN
+				RAISE EXCEPTION 'worker id % is leased to another server', $5
+					USING ERRCODE = 'SR005',
+						  DETAIL = pg_catalog.format('The server holds it in its own record; the registry leases it to a server of system %s.', other),
+						  HINT = 'Set snowflake.worker_id on the server that asked; or, once the other server is gone for good with every standby of it, release its lease of this worker id with snowflake_registry_release(), giving the floor its IDs reached.';
+			END IF;
+			-- not live: lost by the registry or released; this system's
+			-- lease held by another server, or another lease of this server,
+			-- stands in the way
+			SELECT r.worker_id INTO held_worker FROM @extschema@.snowflake_registry r
+				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+			IF FOUND THEN
+				RAISE EXCEPTION 'worker id % is leased to another server', $5
+					USING ERRCODE = 'SR005',
+						  DETAIL = pg_catalog.format('The server holds it in its own record; the registry leases worker id %s to its system since.', held_worker),
+						  HINT = 'Set snowflake.worker_id on the server that asked; or, once no server runs under the system''s other lease with every standby of it gone, release that lease with snowflake_registry_release(), giving the floor its IDs reached.';
+			END IF;
+			BEGIN
+				RETURN QUERY UPDATE @extschema@.snowflake_registry r
+					SET system_identifier = $1, token = $2, node_name = $3,
+						leased_at = pg_catalog.now(), released_at = NULL
+					WHERE r.worker_id = $5 AND r.released_at IS NOT NULL
+					RETURNING r.worker_id, r.floor;
+				IF FOUND THEN
+					RETURN;
+				END IF;
+				RETURN QUERY INSERT INTO @extschema@.snowflake_registry AS r
+					(worker_id, system_identifier, token, node_name)
+					VALUES ($5, $1, $2, $3)
+					RETURNING r.worker_id, r.floor;
+				RETURN;
+			EXCEPTION WHEN unique_violation THEN
+				-- a lease took it meanwhile, or this system leased: look again
+				NULL;
+			END;
+			CONTINUE;
+		END IF;
+		SELECT r.token INTO held_token FROM @extschema@.snowflake_registry r
 			WHERE r.system_identifier = $1 AND r.released_at IS NULL;
 		IF FOUND THEN
-			IF held <> $2 THEN
+			IF held_token <> $2 THEN
 				RAISE EXCEPTION 'another server of system % holds its lease', $1
 					USING ERRCODE = 'SR002',
-						  DETAIL = 'Its live lease was given to a server with another token: a copy of that server, or a server made from the same data directory image.',
-						  HINT = 'If the server that holds the lease is gone for good and this one is its restore, release its worker id with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id on this server, or initdb it afresh.';
+						  DETAIL = 'Its live lease was given to a server with another token: this server is a copy or a restore of that server, or both were made from the same data directory image.',
+						  HINT = 'If the server that holds the lease is gone for good, with every standby of it, and this one is its restore, release the holder''s worker id with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id on this server, or initdb it afresh.';
 			END IF;
 			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
 				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
@@ -2951,10 +3016,10 @@ BEGIN
 			  HINT = 'Call it again.';
 END $$;
 
-COMMENT ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer) IS
-'lease a worker id to a server (a system and its token): its live lease, the lowest released one (with its floor), or the lowest never given, up to max_worker';
+COMMENT ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer, integer) IS
+'lease a worker id to a server (a system and its token): its live lease, the lowest released one (with its floor), or the lowest never given, up to max_worker; with held, renew the lease the server holds';
 
-REVOKE ALL ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_registry_lease(bigint, bigint, text, integer, integer) FROM PUBLIC;
 
 -- A superuser gives a worker id back, with the highest ID its holder may
 -- have issued (its snowflake_status.high_water_mark, or an ID of a time

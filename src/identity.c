@@ -234,7 +234,8 @@ settle(bool log, int elevel)
 void
 identity_publish(void)
 {
-	bool		may = node_verdict_before(&node_shared->rec, CHECK_RECOVERY) == REASON_NONE;
+	bool		may = node_verdict_before(&node_shared->rec, CHECK_RECOVERY) == REASON_NONE &&
+		!node_lease_lost();
 
 	mark_publish_worker(may ? node_configured_worker() : WORKER_ID_UNSET);
 	/* pairs with identity_reload_pending(): the word before the reading */

@@ -114,6 +114,7 @@ static const ReasonRow reasons[NUM_REASONS] = {
 	[REASON_KEEPER_ORIGIN] = {NODE_BLOCKED, "keeper_origin", SF_SQLSTATE('8')},
 	[REASON_NO_LEASE] = {NODE_BLOCKED, "no_lease", MAKE_SQLSTATE('5', '5', 'S', '1', '0')},
 	[REASON_LEASE_TAKEN] = {NODE_BLOCKED, "lease_taken", MAKE_SQLSTATE('5', '5', 'S', '1', '1')},
+	[REASON_LEASE_LOST] = {NODE_BLOCKED, "lease_lost", MAKE_SQLSTATE('5', '5', 'S', '1', '2')},
 	/* not a refusal: calls wait for the keeper */
 	[REASON_FLOOR_PENDING] = {NODE_STARTING, "floor_pending"},
 	[REASON_CLOCK_BEFORE_EPOCH] = {NODE_BLOCKED, "clock_before_epoch", ERRCODE_DATETIME_VALUE_OUT_OF_RANGE},
@@ -317,7 +318,7 @@ node_shmem_init(void)
 	pg_atomic_init_u64(&node_shared->configured_at, 0);
 	pg_atomic_init_u32(&node_shared->published, (uint32) WORKER_ID_UNSET);
 	pg_atomic_init_u64(&node_shared->published_at, 0);
-	pg_atomic_init_u32(&node_shared->lease_taken, 0);
+	pg_atomic_init_u32(&node_shared->registry_found, REASON_NONE);
 }
 
 /*
@@ -403,6 +404,36 @@ node_worker_source(void)
 }
 
 /*
+ * The worker-id check of a node that takes its worker id from the
+ * registry: a lease in its record stands until the registry says another
+ * lease holds it now (lease_lost); without one, lease_taken where another
+ * server of this system holds the system's lease, else no_lease.
+ */
+static NodeReason
+registry_verdict(const NodeRecord *rec, NodeShared *n)
+{
+	NodeReason	said = (NodeReason) pg_atomic_read_u32(&n->registry_found);
+
+	if (rec->leased > 0)
+		return said == REASON_LEASE_LOST || rec->lease_lost ?
+			REASON_LEASE_LOST : REASON_NONE;
+	return said == REASON_LEASE_TAKEN ? REASON_LEASE_TAKEN : REASON_NO_LEASE;
+}
+
+/*
+ * Whether the lease the record keeps is one the registry gives another
+ * server now (lease_lost): its worker id is not published.  With the lock
+ * held.
+ */
+bool
+node_lease_lost(void)
+{
+	return (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
+		settings_registry_named() && node_shared->rec.leased > 0 &&
+		registry_verdict(&node_shared->rec, node_shared) == REASON_LEASE_LOST;
+}
+
+/*
  * Whether a call of this process may generate now, and if not, why: the
  * reason of the first check before upto that holds (rec: the record, with
  * the worker id configured now applied).  REASON_FLOOR_PENDING: calls wait
@@ -436,9 +467,7 @@ node_verdict_before(const NodeRecord *rec, NodeCheck upto)
 
 			r = w == WORKER_ID_REJECTED ? REASON_WORKER_ID_REJECTED :
 				w != WORKER_ID_UNSET ? REASON_NONE :
-				settings_registry_named() ?
-				(rec->leased > 0 ? REASON_NONE :
-				 pg_atomic_read_u32(&n->lease_taken) ? REASON_LEASE_TAKEN : REASON_NO_LEASE) :
+				settings_registry_named() ? registry_verdict(rec, n) :
 				rec->worker != WORKER_ID_UNSET ? REASON_WORKER_ID_UNSET : REASON_NO_WORKER_ID;
 		}
 		if (r != REASON_NONE)
@@ -911,13 +940,21 @@ refusal_words(NodeReason r, const RefuseArgs *a)
 						  a->detail[0]);
 			else
 				errdetail("snowflake.worker_id is not set, and the keeper has not leased a worker id from the registry yet.");
-			errhint("Remove the cause the detail names (the keeper tries again by itself), or set snowflake.worker_id and reload.");
+			errhint("Make the registry reachable and able to lease (one with no free worker id needs one released with snowflake_registry_release()); the keeper tries again by itself. Or set snowflake.worker_id and reload.");
+			break;
+
+		case REASON_LEASE_LOST:
+			errmsg("snowflake worker id %s is no longer this server's lease in registry \"%s\"",
+				   a->msg[0], a->msg[1]);
+			errdetail("This server holds the lease in its own record, and the registry no longer does: it lost the lease (restored from an older backup, or failed over to a standby without it) or a superuser released it, and leased again what the registry's words name. The registry said: %s",
+					  a->detail[0]);
+			errhint("Set snowflake.worker_id on this server to a worker id no other server uses, and reload; or, once no server runs under the lease the registry's words name, release it with snowflake_registry_release(), giving the floor its IDs reached (the keeper asks again by itself).");
 			break;
 
 		case REASON_LEASE_TAKEN:
 			errmsg("snowflake has no worker id from registry \"%s\"", a->msg[0]);
 			errdetail("Another server of this system identifier holds its lease: this server is a copy or a restore of it, or both were made from one data directory image.");
-			errhint("If the server that holds the lease is gone for good and this one is its restore, release its worker id on the registry with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id, or initdb this server afresh.");
+			errhint("If the server that holds the lease is gone for good, with every standby of it, and this one is its restore, release the holder's worker id on the registry with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id, or initdb this server afresh.");
 			break;
 
 			/* standby */
@@ -1110,6 +1147,9 @@ node_refuse_state(NodeReason r)
 		a = (RefuseArgs) {{registry_display()}, {registry_error[0] ? registry_error : NULL}};
 	else if (r == REASON_LEASE_TAKEN)
 		a.msg[0] = registry_display();
+	else if (r == REASON_LEASE_LOST)
+		a = (RefuseArgs) {{node_num(rec.leased - 1), registry_display()},
+		{registry_error[0] ? registry_error : "(not known since this server started)"}};
 	else if (r == REASON_UNCLAIMED)
 		a.detail[0] = rec.nown > 0 ? node_num(rec.own[0]) : "(unknown)";
 	else if (r == REASON_CLAIMED_ELSEWHERE)

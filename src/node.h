@@ -113,6 +113,7 @@ typedef enum NodeReason
 	/* NODE_BLOCKED */
 	REASON_NO_LEASE,
 	REASON_LEASE_TAKEN,
+	REASON_LEASE_LOST,
 	NUM_REASONS
 } NodeReason;
 
@@ -191,6 +192,8 @@ typedef struct NodeRecord
 	int32		own[OWN_MAX];	/* the latest of them */
 	int32		leased;			/* 1 + the worker id the registry leased this
 								 * node (its system identifier); 0: none */
+	int32		lease_lost;		/* 1: the registry said that worker id is no
+								 * longer this node's lease (lease_lost) */
 } NodeRecord;
 
 /* the node started in recovery or without a file: apply the floor */
@@ -263,11 +266,18 @@ typedef struct NodeShared
 	pg_atomic_uint64 published_at;
 	/* why the keeper's last lease from the registry failed; "": not tried */
 	char		registry_error[256];
-	/* the registry said another server of this system holds its lease */
-	pg_atomic_uint32 lease_taken;
+	/*
+	 * What the registry last said against this server (a NodeReason):
+	 * REASON_LEASE_TAKEN, another server of this system holds its lease;
+	 * REASON_LEASE_LOST, the worker id it holds is no longer its lease (the
+	 * record keeps that too, lease_lost, across restarts and for standbys)
+	 */
+	pg_atomic_uint32 registry_found;
 	/* the keeper's next try and its pause after a failure: kept across its restarts */
 	TimestampTz registry_next_try;
 	int			registry_gap;
+	/* when the keeper next renews the lease the node holds; 0: at once */
+	TimestampTz registry_renew_at;
 } NodeShared;
 
 extern NodeShared *node_shared;
@@ -315,6 +325,7 @@ extern NodeReason node_settings_reason(void);
 extern int	node_configured_worker(void);
 extern const char *node_worker_source(void);
 extern NodeReason node_verdict_before(const NodeRecord *rec, NodeCheck upto);
+extern bool node_lease_lost(void);
 extern NodeReason node_verdict(const NodeRecord *rec);
 extern bool node_refuses(NodeReason r);
 extern bool node_mark_readable(void);

@@ -13,8 +13,14 @@
  * Only the keeper talks to the registry, through libpq's asynchronous
  * connection, waiting on its latch and the socket, so that it stays
  * interruptible and a registry that does not answer costs a bounded time.
- * A node that holds a lease never asks again; one without refuses
- * (no_lease, node.c) and the keeper tries again with a growing pause.
+ * A node that holds a lease renews it at each start of the server and
+ * every five minutes, generating meanwhile whether or not the registry
+ * answers: where the registry lost it (an older backup restored, a
+ * failover to a standby without its commit) or a superuser released it,
+ * the renewal takes it back; where another lease holds its worker id now,
+ * the node refuses (lease_lost) until that changes.  One without a lease
+ * refuses (no_lease, node.c) and the keeper tries again with a growing
+ * pause.
  * A lease is a server's, not a system's: a random token of its own, in
  * its data directory, goes with each request, so that a copy or a server
  * made from one data directory image is refused (lease_taken) rather
@@ -58,10 +64,12 @@
 /* after a failure the keeper tries again after 1 s, doubling up to 30 s */
 #define RETRY_FIRST_MS		1000
 #define RETRY_MOST_MS		30000
+/* a lease held is renewed this often */
+#define RENEW_MS			300000
 
 static uint32 wait_event_registry = 0;
 
-static void try_lease(void);
+static void try_lease(int held);
 
 /*
  * The setting as libpq takes it: a connection string (keywords or a URI),
@@ -105,7 +113,9 @@ registry_display(void)
 /*
  * Wait until the socket is ready for io, or the deadline; false at the
  * deadline.  Interrupts are served meanwhile: a shutdown ends the keeper
- * here too.
+ * here too.  So is the reservation, as often as the keeper's own round
+ * does it: a node that generates under a lease goes on generating while
+ * its renewal waits on a slow registry.
  */
 static bool
 wait_socket(PGconn *conn, int io, TimestampTz deadline)
@@ -119,13 +129,14 @@ wait_socket(PGconn *conn, int io, TimestampTz deadline)
 			return false;
 		rc = WaitLatchOrSocket(MyLatch,
 							   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_TIMEOUT | io,
-							   PQsocket(conn), ms,
+							   PQsocket(conn), Min(ms, SNOWFLAKE_WINDOW_MS / 10),
 							   compat_wait_event("SnowflakeRegistry", &wait_event_registry));
 		if (rc & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
 			CHECK_FOR_INTERRUPTS();
 		}
+		mark_keep_ahead();
 		if (rc & io)
 			return true;
 	}
@@ -246,18 +257,21 @@ session_options(void)
 
 /*
  * Ask the registry for this node's lease: the worker id and the floor its
- * last holder reached.  false with libpq's (or the registry's) words in
- * err if it could not, and *taken if the registry said another server of
- * this system holds the lease.
+ * last holder reached; with held (not 0), renew the lease of that worker
+ * id the node holds.  false with libpq's (or the registry's) words in err
+ * if it could not, and in *said the reason the registry gave against this
+ * server: REASON_LEASE_TAKEN (SR002, another server of this system holds
+ * its lease), REASON_LEASE_LOST (SR005, another lease holds the worker id
+ * held), else REASON_NONE.
  */
 static bool
-lease(int *worker, int64 *floor, bool *taken, char *err, size_t len)
+lease(int held, int *worker, int64 *floor, NodeReason *said, char *err, size_t len)
 {
 	const char *keys[] = {"dbname", "options", "fallback_application_name", NULL};
 	const char *vals[] = {registry_conninfo(), session_options(), "snowflake keeper", NULL};
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LEASE_TIMEOUT_MS);
 	PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-	const char *params[4];
+	const char *params[5];
 	const char *name = GetConfigOption("cluster_name", true, false);
 	PGconn	   *conn;
 	PGresult   *res;
@@ -265,7 +279,7 @@ lease(int *worker, int64 *floor, bool *taken, char *err, size_t len)
 	bool		ok = false;
 	bool		failed = false;
 
-	*taken = false;
+	*said = REASON_NONE;
 	if (!conninfo_parses(err, len))
 		return false;
 	if (!lease_token(&token, err, len))
@@ -299,9 +313,10 @@ lease(int *worker, int64 *floor, bool *taken, char *err, size_t len)
 	params[2] = name != NULL ? name : "";
 	params[3] = psprintf("%lld", (long long) Min(layout_max_worker(snowflake_layout),
 												 REGISTRY_MAX_WORKER));
+	params[4] = psprintf("%d", held);
 	if (!PQsendQueryParams(conn,
-						   "SELECT worker_id, floor FROM snowflake.snowflake_registry_lease($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.text, $4::pg_catalog.int4)",
-						   4, NULL, params, NULL, NULL, 0))
+						   "SELECT worker_id, floor FROM snowflake.snowflake_registry_lease($1::pg_catalog.int8, $2::pg_catalog.int8, $3::pg_catalog.text, $4::pg_catalog.int4, $5::pg_catalog.int4)",
+						   5, NULL, params, NULL, NULL, 0))
 	{
 		libpq_error(conn, err, len);
 		goto done;
@@ -333,7 +348,10 @@ lease(int *worker, int64 *floor, bool *taken, char *err, size_t len)
 		{
 			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
-			*taken = state != NULL && strcmp(state, "SR002") == 0;
+			if (state != NULL && strcmp(state, "SR002") == 0)
+				*said = REASON_LEASE_TAKEN;
+			else if (state != NULL && strcmp(state, "SR005") == 0)
+				*said = REASON_LEASE_LOST;
 			libpq_error(conn, err, len);
 			failed = true;
 			ok = false;
@@ -359,23 +377,34 @@ done:
 	return ok;
 }
 
-/* Make the lease the node's: in its record, durable, above its floor. */
+/*
+ * Make the lease the node's: in its record, durable, above its floor.  A
+ * renewal (renew) changes the record only where it ends a lost lease or
+ * the floor is above the last ID (a release of the worker id by a
+ * superuser may give one).
+ */
 static void
-record_lease(int worker, int64 floor)
+record_lease(int worker, int64 floor, bool renew)
 {
 	NodeRecord	next;
+	bool		was_lost;
+	bool		write;
 
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
 	next = node_shared->rec;
+	was_lost = next.lease_lost != 0 ||
+		pg_atomic_read_u32(&node_shared->registry_found) == REASON_LEASE_LOST;
+	write = !renew || was_lost || floor > mark_last_id();
 	next.leased = worker + 1;
-	if (floor > 0)
+	next.lease_lost = 0;
+	if (write && floor > 0)
 	{
 		/* as a confirmation's floor: logged, so standbys continue above it */
 		int64		last = mark_repair_locked(floor, false, true, &next);
 
 		mark_repair_save(&next, true, last, false);
 	}
-	else if (!node_save(&next, SAVE_BOTH, LOG))
+	else if (write && !node_save(&next, SAVE_BOTH, LOG))
 	{
 		strlcpy(node_shared->registry_error,
 				"the lease could not be written to the node's record", sizeof(node_shared->registry_error));
@@ -384,16 +413,24 @@ record_lease(int worker, int64 floor)
 	}
 	node_shared->registry_error[0] = '\0';
 	node_shared->registry_gap = RETRY_FIRST_MS;
-	pg_atomic_write_u32(&node_shared->lease_taken, 0);
-	identity_log_record(&node_shared->rec);
+	node_shared->registry_renew_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RENEW_MS);
+	pg_atomic_write_u32(&node_shared->registry_found, REASON_NONE);
+	if (write)
+		identity_log_record(&node_shared->rec);
 	LWLockRelease(node_shared->lock);
-	if (floor > 0)
+	if (renew && write)
+		ereport(LOG,
+				(errmsg("snowflake renewed its lease of worker id %d from registry \"%s\"",
+						worker, registry_display()),
+				 errdetail("New IDs continue above %lld and above every ID this node issued.",
+						   (long long) floor)));
+	else if (write && floor > 0)
 		ereport(LOG,
 				(errmsg("snowflake leased worker id %d from registry \"%s\"",
 						worker, registry_display()),
 				 errdetail("New IDs continue above %lld, the floor its last holder reached.",
 						   (long long) floor)));
-	else
+	else if (write)
 		ereport(LOG,
 				(errmsg("snowflake leased worker id %d from registry \"%s\"",
 						worker, registry_display()),
@@ -405,7 +442,8 @@ record_lease(int worker, int64 floor)
 /*
  * The keeper's round: lease a worker id if the node wants one and has none
  * (a registry named, no worker id set by hand, a record it can read and
- * write, recovery's floor applied), at most once per pause.
+ * write, recovery's floor applied), at most once per pause; renew the one
+ * it holds when that is due.
  */
 void
 registry_keep(void)
@@ -413,25 +451,28 @@ registry_keep(void)
 	static MemoryContext cxt = NULL;
 	MemoryContext old;
 	TimestampTz next_try;
-	bool		wanted;
+	bool		usable;
+	int			held;
 
 	if (!settings_registry_named() || node_found(CHECK_CONFIG) != REASON_NONE)
 		return;
 	/*
-	 * Only a node that merely lacks a worker id leases: one held (a copy
-	 * above all, whose system identifier is its source's) never does.
+	 * Only a node that merely lacks a worker id leases, and only a ready one
+	 * renews: one held (a copy above all, whose system identifier is its
+	 * source's) never asks.
 	 */
 	LWLockAcquire(node_shared->lock, LW_SHARED);
-	wanted = (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
-		node_shared->rec.leased == 0 &&
+	usable = (int) (int32) pg_atomic_read_u32(&node_shared->configured) == WORKER_ID_UNSET &&
 		node_shared->rec.reason == REASON_NONE &&
 		node_shared->rec.state == NODE_READY &&
 		node_found(CHECK_FILE) == REASON_NONE &&
 		node_found(CHECK_MARK) == REASON_NONE &&
 		node_found(CHECK_FLOOR) == REASON_NONE;
-	next_try = node_shared->registry_next_try;
+	/* the registry leases from 1 up: 0 held is none to renew */
+	held = node_shared->rec.leased > 0 ? node_shared->rec.leased - 1 : -1;
+	next_try = held < 0 ? node_shared->registry_next_try : node_shared->registry_renew_at;
 	LWLockRelease(node_shared->lock);
-	if (!wanted || GetCurrentTimestamp() < next_try)
+	if (!usable || held == 0 || GetCurrentTimestamp() < next_try)
 		return;
 
 	/* what a try allocates is freed after it: the registry may be down for days */
@@ -439,19 +480,24 @@ registry_keep(void)
 		cxt = AllocSetContextCreate(TopMemoryContext, "snowflake registry",
 									ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(cxt);
-	try_lease();
+	try_lease(Max(held, 0));
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(cxt);
 }
 
-/* One try: lease, and record the lease or why there is none. */
+/*
+ * One try: lease (held 0) or renew the lease of worker id held, and record
+ * the lease or why there is none.  A renewal that fails for any cause but
+ * SR005 leaves the node generating, and a lease lost stays lost until a
+ * renewal succeeds.
+ */
 static void
-try_lease(void)
+try_lease(int held)
 {
 	int			worker = 0;
 	int64		floor = 0;
-	bool		taken = false;
-	char		err[sizeof(node_shared->registry_error)];
+	NodeReason	said = REASON_NONE;
+	char		err[sizeof(node_shared->registry_error)] = "";
 	const SnowflakeLayout *l = snowflake_layout;
 	int			gap;
 
@@ -459,7 +505,7 @@ try_lease(void)
 	gap = node_shared->registry_gap > 0 ? node_shared->registry_gap : RETRY_FIRST_MS;
 	LWLockRelease(node_shared->lock);
 
-	if (lease(&worker, &floor, &taken, err, sizeof(err)))
+	if (lease(held, &worker, &floor, &said, err, sizeof(err)))
 	{
 		/* a lease this layout cannot carry is none */
 		if (worker < 0 || worker > layout_max_worker(l))
@@ -470,6 +516,12 @@ try_lease(void)
 			snprintf(err, sizeof(err),
 					 "the registry gave floor %lld, outside layout \"%s\"",
 					 (long long) floor, l->name);
+		else if (held > 0 && worker != held)
+		{
+			snprintf(err, sizeof(err),
+					 "the registry renewed worker id %d as worker id %d", held, worker);
+			said = REASON_LEASE_LOST;
+		}
 		else
 		{
 			/*
@@ -477,25 +529,57 @@ try_lease(void)
 			 * start waits the pause, and the refusal says why.
 			 */
 			LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-			snprintf(node_shared->registry_error, sizeof(node_shared->registry_error),
-					 "the lease of worker id %d could not be recorded in the node's record; the server log says why",
-					 worker);
+			if (held == 0)
+				snprintf(node_shared->registry_error, sizeof(node_shared->registry_error),
+						 "the lease of worker id %d could not be recorded in the node's record; the server log says why",
+						 worker);
 			node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
+			node_shared->registry_renew_at = node_shared->registry_next_try;
 			node_shared->registry_gap = Min(gap * 2, RETRY_MOST_MS);
 			LWLockRelease(node_shared->lock);
-			record_lease(worker, floor);
+			record_lease(worker, floor, held > 0);
 			return;
 		}
 	}
+	/* a renewal the registry answered with another server's lease */
+	if (held > 0 && said != REASON_NONE)
+		said = REASON_LEASE_LOST;
 	LWLockAcquire(node_shared->lock, LW_EXCLUSIVE);
-	strlcpy(node_shared->registry_error, err, sizeof(node_shared->registry_error));
-	pg_atomic_write_u32(&node_shared->lease_taken, taken ? 1 : 0);
+	/* a lost lease keeps the registry's words until it is renewed */
+	if (said != REASON_NONE || !node_lease_lost())
+		strlcpy(node_shared->registry_error, err, sizeof(node_shared->registry_error));
+	if (held == 0)
+		pg_atomic_write_u32(&node_shared->registry_found, said);
+	else if (said == REASON_LEASE_LOST)
+	{
+		NodeRecord	next = node_shared->rec;
+
+		/*
+		 * Durable and logged, so that neither a restart nor a standby
+		 * promoted generates under it before a renewal; should the write
+		 * fail, this start still refuses.  The worker id in force is
+		 * withdrawn: calls meet the verdict.
+		 */
+		pg_atomic_write_u32(&node_shared->registry_found, REASON_LEASE_LOST);
+		next.lease_lost = 1;
+		if (!node_shared->rec.lease_lost && node_save(&next, SAVE_BOTH, LOG))
+			identity_log_record(&node_shared->rec);
+		identity_publish();
+	}
 	node_shared->registry_next_try = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), gap);
+	node_shared->registry_renew_at = node_shared->registry_next_try;
 	node_shared->registry_gap = Min(gap * 2, RETRY_MOST_MS);
 	LWLockRelease(node_shared->lock);
-	ereport(LOG,
-			(errmsg("snowflake could not lease a worker id from registry \"%s\"",
-					registry_display()),
-			 errdetail_internal("%s", err),
-			 errhint("The keeper tries again in %d ms.", gap)));
+	if (held > 0)
+		ereport(LOG,
+				(errmsg("snowflake could not renew its lease of worker id %d from registry \"%s\"",
+						held, registry_display()),
+				 errdetail_internal("%s", err),
+				 errhint("The keeper tries again in %d ms.", gap)));
+	else
+		ereport(LOG,
+				(errmsg("snowflake could not lease a worker id from registry \"%s\"",
+						registry_display()),
+				 errdetail_internal("%s", err),
+				 errhint("The keeper tries again in %d ms.", gap)));
 }

@@ -7,7 +7,10 @@
 # with a floor goes to its next holder, whose IDs are all above the floor;
 # many leases at once never share a worker id; a copy of a node made
 # before it leased never leases (held_copy), and of servers made from one
-# data directory image only one leases (55S11 for the others).
+# data directory image only one leases (55S11 for the others); a node
+# whose lease the registry lost renews it at its start, and one whose
+# worker id the registry leased to another server meanwhile refuses
+# (55S12) until that lease is released, then continues above its floor.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -20,7 +23,7 @@ $reg->start;
 $reg->safe_psql('postgres', q{
 CREATE EXTENSION snowflake;
 CREATE ROLE fleet LOGIN;
-GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease(bigint, bigint, text, integer) TO fleet;
+GRANT EXECUTE ON FUNCTION snowflake.snowflake_registry_lease(bigint, bigint, text, integer, integer) TO fleet;
 -- a right on the table that the guard trigger must still refuse
 GRANT INSERT, UPDATE, DELETE ON snowflake.snowflake_registry TO fleet;
 });
@@ -157,14 +160,14 @@ $reg->safe_psql('postgres', 'CREATE TABLE got (sys bigint, worker_id integer)');
 my $script = PostgreSQL::Test::Utils::tempdir() . '/lease.sql';
 PostgreSQL::Test::Utils::append_to_file($script, q{
 \set sys 1000000 + :client_id * 10 + random(0, 1) * 5 + 1
-INSERT INTO got SELECT :sys, worker_id FROM snowflake.snowflake_registry_lease(:sys, :sys, 'bench', 1023);
+INSERT INTO got SELECT :sys, worker_id FROM snowflake.snowflake_registry_lease(:sys, :sys, 'bench', 1023, 0);
 });
 $reg->command_ok(['pgbench', '-n', '-c', '30', '-j', '2', '-t', '2', '-f', $script, 'postgres'],
 	'60 leases at once');
 # and 30 sessions at once for one system (one server): one worker id
 my $same = PostgreSQL::Test::Utils::tempdir() . '/same.sql';
 PostgreSQL::Test::Utils::append_to_file($same, q{
-INSERT INTO got SELECT 777, worker_id FROM snowflake.snowflake_registry_lease(777, 42, 'same', 1023);
+INSERT INTO got SELECT 777, worker_id FROM snowflake.snowflake_registry_lease(777, 42, 'same', 1023, 0);
 });
 $reg->command_ok(['pgbench', '-n', '-c', '30', '-j', '2', '-t', '1', '-f', $same, 'postgres'],
 	'30 leases at once for one system');
@@ -186,17 +189,20 @@ WHERE r.system_identifier <> g.sys OR r.worker_id IN ($wa, $wb, $wc)}),
 
 # full: no worker id above max_worker is given
 ($ret, $out, $err) = $reg->psql('postgres',
-	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 1, 'full', 1)");
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 1, 'full', 1, 0)");
 like($err, qr/ERROR:  SR001:/, 'a registry with no free worker id up to max_worker refuses with SR001');
 ($ret, $out, $err) = $reg->psql('postgres',
-	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 1, 'big', 2147483647)");
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(4242, 1, 'big', 2147483647, 0)");
 like($err, qr/ERROR:  22023:/, 'max_worker above 65535 is refused with 22023');
 ($ret, $out, $err) = $reg->psql('postgres',
-	"\\set VERBOSITY verbose\nBEGIN ISOLATION LEVEL REPEATABLE READ;\nSELECT * FROM snowflake.snowflake_registry_lease(777, 42, 'rr', 1023)");
+	"\\set VERBOSITY verbose\nBEGIN ISOLATION LEVEL REPEATABLE READ;\nSELECT * FROM snowflake.snowflake_registry_lease(777, 42, 'rr', 1023, 0)");
 like($err, qr/ERROR:  SR003:/, 'a lease under REPEATABLE READ is refused with SR003');
 ($ret, $out, $err) = $reg->psql('postgres',
-	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(777, 43, 'other', 1023)");
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(777, 43, 'other', 1023, 0)");
 like($err, qr/ERROR:  SR002:/, "another token for a system's live lease is refused with SR002");
+($ret, $out, $err) = $reg->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT * FROM snowflake.snowflake_registry_lease(777, 42, 'held', 1023, $wb)");
+like($err, qr/ERROR:  SR005:/, 'a renewal of a worker id other than the live lease of its server is refused with SR005');
 
 # two servers from one data directory image that never leased: one leases,
 # the other refuses with 55S11; never both under one worker id
@@ -230,5 +236,63 @@ is($other->safe_psql('postgres', 'SELECT state || \'/\' || reason FROM snowflake
 	'blocked/lease_taken', 'and its view says why');
 is($other->safe_psql('postgres', 'SELECT count(*) FROM t'), '0', 'and it issued no ID');
 is(workers($one), $wone, 'the one that leased generates under its worker id');
+
+# renewal: the registry loses b's lease (as a restore of an older backup
+# would); b's next start takes its worker id back
+my $bsys = $b->safe_psql('postgres', 'SELECT system_identifier FROM pg_control_system()');
+my $live_b = "SELECT count(*) FROM snowflake.snowflake_registry WHERE worker_id = $wb AND released_at IS NULL AND system_identifier = $bsys";
+$reg->safe_psql('postgres', "DELETE FROM snowflake.snowflake_registry WHERE worker_id = $wb");
+$b->restart;
+ok($reg->poll_query_until('postgres', "SELECT ($live_b) = 1"),
+	"the registry lost b's lease: b's restart renews it");
+$b->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+is(workers($b), $wb, 'b generates under it');
+
+# the registry leased it to another server meanwhile: b refuses (55S12)
+$reg->safe_psql('postgres',
+	"UPDATE snowflake.snowflake_registry SET system_identifier = 4343, token = 4343 WHERE worker_id = $wb");
+$b->restart;
+ok($b->poll_query_until('postgres', "SELECT state || '/' || reason = 'blocked/lease_lost' FROM snowflake_status"),
+	'b, whose worker id the registry leased to another server, refuses: blocked/lease_lost');
+my $b_rows = $b->safe_psql('postgres', 'SELECT count(*) FROM t');
+is(refusal($b), '55S12', 'with SQLSTATE 55S12');
+is($b->safe_psql('postgres', 'SELECT count(*) FROM t'), $b_rows, 'and issues no ID');
+# the record keeps the lost lease: restarted with the registry down, b
+# still refuses
+$reg->stop;
+$b->restart;
+is(refusal($b), '55S12', 'restarted with the registry down, b still refuses with 55S12');
+$reg->start;
+# the hint's step: the other server stopped, its lease released with the
+# floor its IDs reached (here the present, above every ID b issued)
+my $b_floor = $b->safe_psql('postgres',
+	'SELECT greatest(max(id), snowflake_from_timestamp(now() + interval \'200 ms\')) FROM t');
+is($reg->safe_psql('postgres', "SELECT snowflake.snowflake_registry_release($wb, $b_floor)"),
+	't', "the other server's lease of $wb released with floor $b_floor");
+ok($b->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status"),
+	'b renews its lease by itself and is ready');
+is($reg->safe_psql('postgres', $live_b), '1', 'the registry leases the worker id to b again');
+$b->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+is($b->safe_psql('postgres', "SELECT count(*) FROM t WHERE id > $b_floor AND (snowflake_decode(id)).worker_id = $wb"),
+	'100', 'its new IDs are all above the floor the release gave');
+
+# a standby made before its primary's first request (no token file) is
+# promoted: its renewal, under a token of its own, is its system's lease
+my $g = fleet_node('g', streaming => 1);
+my $wg = leased($g);
+$g->backup('gbk');
+my $g2 = PostgreSQL::Test::Cluster->new('g2');
+$g2->init_from_backup($g, 'gbk', has_streaming => 1);
+unlink($g2->data_dir . '/snowflake.lease_token');
+$g2->start;
+$g->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+$g->wait_for_catchup($g2);
+$g->stop;
+$g2->promote;
+ok($g2->poll_query_until('postgres', "SELECT state = 'ready' FROM snowflake_status")
+	  && -f $g2->data_dir . '/snowflake.lease_token',
+	'a standby made without its primary\'s token, promoted, renews and is ready');
+$g2->safe_psql('postgres', 'INSERT INTO t (n) SELECT g FROM generate_series(1, 100) g');
+is(workers($g2), $wg, 'and generates under its primary\'s lease');
 
 done_testing();

@@ -88,7 +88,7 @@ is(super('victim', "SELECT string_agg(p.proname, ', ' ORDER BY p.proname) $membe
 	AND NOT ('search_path=pg_catalog, pg_temp' = ANY (coalesce(p.proconfig, '{}')))"),
 	'', '... each with its search_path pinned');
 is(super('victim', q{SELECT has_function_privilege('public',
-	'snowflake.snowflake_registry_lease(bigint, bigint, text, integer)', 'EXECUTE')}),
+	'snowflake.snowflake_registry_lease(bigint, bigint, text, integer, integer)', 'EXECUTE')}),
 	'f', '... and the lease not executable by PUBLIC');
 
 # That function runs as its owner at the end of every role's CREATE or
