@@ -2859,6 +2859,9 @@ REVOKE ALL ON FUNCTION snowflake_registry_guard() FROM PUBLIC;
 -- (TRUNCATE needs its own privilege, which no predefined role grants)
 CREATE TRIGGER snowflake_registry_guard BEFORE INSERT OR UPDATE OR DELETE ON snowflake_registry
 FOR EACH ROW EXECUTE FUNCTION snowflake_registry_guard();
+-- also when a subscription applies a change (session_replication_role =
+-- replica), as snowflake_workers' guard is
+ALTER TABLE snowflake_registry ENABLE ALWAYS TRIGGER snowflake_registry_guard;
 
 -- The lease of a server: its system's live lease if the server holds it
 -- (the token it sent with its first request: a restart or a crash before
@@ -2885,6 +2888,8 @@ CREATE FUNCTION snowflake_registry_lease(system_identifier bigint, token bigint,
 RETURNS TABLE (worker_id integer, floor bigint)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- a lease some session holds uncommitted does not stall every other
+SET lock_timeout = '5s'
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -2934,10 +2939,13 @@ BEGIN
 			-- stands in the way
 			SELECT r.worker_id INTO held_worker FROM @extschema@.snowflake_registry r
 				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
-			IF FOUND THEN
-				RAISE EXCEPTION 'worker id % is leased to another server', $5
+			IF FOUND AND held_worker = $5 THEN
+				-- its system leased it meanwhile: the first look confirms it
+				CONTINUE;
+			ELSIF FOUND THEN
+				RAISE EXCEPTION 'worker id % cannot be renewed: its system holds another lease', $5
 					USING ERRCODE = 'SR005',
-						  DETAIL = pg_catalog.format('The server holds it in its own record; the registry leases worker id %s to its system since.', held_worker),
+						  DETAIL = pg_catalog.format('The server holds worker id %s in its own record; the registry leases worker id %s to its system now.', $5, held_worker),
 						  HINT = 'Set snowflake.worker_id on the server that asked; or, once no server runs under the system''s other lease with every standby of it gone, release that lease with snowflake_registry_release(), giving the floor its IDs reached.';
 			END IF;
 			BEGIN
@@ -2960,7 +2968,9 @@ BEGIN
 			END;
 			CONTINUE;
 		END IF;
-		SELECT r.token INTO held_token FROM @extschema@.snowflake_registry r
+		-- one statement: the lease returned is the one whose token was read
+		SELECT r.token, r.worker_id, r.floor INTO held_token, held_worker, held_floor
+			FROM @extschema@.snowflake_registry r
 			WHERE r.system_identifier = $1 AND r.released_at IS NULL;
 		IF FOUND THEN
 			IF held_token <> $2 THEN
@@ -2969,8 +2979,7 @@ BEGIN
 						  DETAIL = 'Its live lease was given to a server with another token: this server is a copy or a restore of that server, or both were made from the same data directory image.',
 						  HINT = 'If the server that holds the lease is gone for good, with every standby of it, and this one is its restore, release the holder''s worker id with snowflake_registry_release(), giving the floor its IDs reached; otherwise set snowflake.worker_id on this server, or initdb it afresh.';
 			END IF;
-			RETURN QUERY SELECT r.worker_id, r.floor FROM @extschema@.snowflake_registry r
-				WHERE r.system_identifier = $1 AND r.released_at IS NULL;
+			RETURN QUERY SELECT held_worker, held_floor;
 			RETURN;
 		END IF;
 		BEGIN
