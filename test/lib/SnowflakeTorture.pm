@@ -1462,7 +1462,12 @@ sub make_standby
 sub catch_up
 {
 	my ($up, $sb) = @_;
-	my (undef, $lsn) = try_sql($up, 'SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END');
+	# a walsender sends only what its server flushed, and a primary's
+	# walwriter flushes partial pages by the wall clock, which a glitch
+	# set a day ahead: WAL written since (the target, were it the write
+	# position) may wait unflushed for a day.  A commit flushes it all.
+	try_sql($up, 'SELECT CASE WHEN pg_is_in_recovery() THEN 0 ELSE pg_catalog.txid_current() END', 10);
+	my (undef, $lsn) = try_sql($up, 'SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END');
 	return 1 unless $lsn;
 	my $start = time;
 	my $nudged = 0;
