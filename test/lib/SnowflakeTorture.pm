@@ -1452,9 +1452,9 @@ sub make_standby
 #
 # A walsender that started while its server's clock was a day ahead (a
 # glitch: the old one ended on "replication timeout" and the standby
-# reconnected at once) was seen on 16 to hold WAL it had flushed unsent
-# for as long as it lived, the standby's replies notwithstanding; the
-# history made that clock, so after 5 s a walsender of an upstream that
+# reconnected at once) was seen on 16 behind a standby that waited, before
+# the target became the flush position (below); as a fallback, after 5 s
+# a walsender of an upstream that
 # had such a glitch, serving this standby, behind, and started under a
 # clock ahead of the present, is ended (the standby reconnects), said in
 # the log.  Anything else that keeps the standby behind is reported with
